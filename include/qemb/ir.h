@@ -1,0 +1,146 @@
+// A tiny quantized-graph IR: tensors with kind, dtype, shape and encoding;
+// Gather and Convert ops (plus the fused gathers the compile passes make).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "qemb/status.h"
+
+namespace qemb {
+
+enum class TensorKind { kStatic, kNative, kAppWrite, kAppRead };
+enum class DataType { kSFixedPoint8, kUFixedPoint16, kFloat32, kInt32 };
+
+const char* to_string(TensorKind kind);  // "STATIC", "NATIVE", "APP_WRITE", "APP_READ"
+const char* to_string(DataType dtype);   // "SFIXED_POINT_8", "UFIXED_POINT_16", ...
+Result<TensorKind> parse_tensor_kind(const std::string& s);
+Result<DataType> parse_data_type(const std::string& s);
+
+// Backend convention: real = scale * (q + offset), offset = -zero_point.
+struct Encoding {
+  enum class Type { kNone, kPerTensor, kPerAxis };
+  Type type = Type::kNone;
+  int bitwidth = 0;  // 4 or 8 for SFIXED_POINT_8, 16 for UFIXED_POINT_16
+  // kPerTensor
+  float scale = 0.0f;
+  int32_t offset = 0;
+  // kPerAxis: one scale/offset per slice along `axis`
+  int axis = 0;
+  std::vector<float> scales;
+  std::vector<int32_t> offsets;
+
+  static Encoding per_tensor(float scale, int32_t offset, int bitwidth);
+  static Encoding per_axis(int axis, std::vector<float> scales,
+                           std::vector<int32_t> offsets, int bitwidth);
+  bool is_per_axis() const { return type == Type::kPerAxis; }
+  bool is_per_tensor() const { return type == Type::kPerTensor; }
+};
+bool operator==(const Encoding& a, const Encoding& b);
+
+// Read-only bytes of a STATIC tensor: owned, or a view into a mapped file.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual const uint8_t* data() const = 0;
+  virtual size_t size() const = 0;
+};
+
+class OwnedBuffer final : public Buffer {
+ public:
+  explicit OwnedBuffer(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {}
+  const uint8_t* data() const override { return bytes_.data(); }
+  size_t size() const override { return bytes_.size(); }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+// A view that keeps its owner (e.g. a file mapping) alive.
+class ViewBuffer final : public Buffer {
+ public:
+  ViewBuffer(std::shared_ptr<const void> owner, const uint8_t* data, size_t size)
+      : owner_(std::move(owner)), data_(data), size_(size) {}
+  const uint8_t* data() const override { return data_; }
+  size_t size() const override { return size_; }
+
+ private:
+  std::shared_ptr<const void> owner_;
+  const uint8_t* data_;
+  size_t size_;
+};
+
+// Storage layout of tensor data (what the artifact holds and the runtime maps):
+//  - SFIXED_POINT_8, bitwidth 8: one int8 per value, row-major.
+//  - SFIXED_POINT_8, bitwidth 4: two's-complement nibbles, two per byte, each
+//    row padded to ceil(D/2) bytes; column 2k in the low nibble, 2k+1 high.
+//  - UFIXED_POINT_16: little-endian uint16. FLOAT_32 / INT_32: little-endian.
+struct Tensor {
+  std::string name;
+  TensorKind kind = TensorKind::kNative;
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+  Encoding encoding;
+  std::shared_ptr<const Buffer> data;  // STATIC only
+
+  int64_t num_elements() const;
+  int bitwidth() const;  // encoding bitwidth, or the dtype's natural width
+};
+
+// Bytes one row of `dim` values occupies in storage layout.
+size_t row_storage_bytes(DataType dtype, int bitwidth, int64_t dim);
+// Bytes of a whole [rows, dim] tensor in storage layout (shape rank >= 1).
+size_t storage_bytes(const Tensor& t);
+
+// 4-bit helpers for the packed layout.
+inline int8_t unpack_int4(const uint8_t* row, int64_t col) {
+  uint8_t b = row[col >> 1];
+  uint8_t nib = (col & 1) ? (b >> 4) : (b & 0x0F);
+  return static_cast<int8_t>(static_cast<int8_t>(nib << 4) >> 4);
+}
+inline void pack_int4(uint8_t* row, int64_t col, int8_t v) {
+  uint8_t nib = static_cast<uint8_t>(v) & 0x0F;
+  uint8_t& b = row[col >> 1];
+  b = (col & 1) ? static_cast<uint8_t>((b & 0x0F) | (nib << 4))
+                : static_cast<uint8_t>((b & 0xF0) | nib);
+}
+
+enum class OpType {
+  kGather,          // inputs {table, indices}; param axis
+  kConvert,         // inputs {x}; requantize into the output's encoding
+  kRequantGather,   // fused: inputs {pcq weight, indices}; output encoding;
+                    // optional intermediate encoding (legacy approximation)
+};
+const char* to_string(OpType type);  // "Gather", "Convert", "RequantGather"
+Result<OpType> parse_op_type(const std::string& s);
+
+struct Op {
+  OpType type = OpType::kGather;
+  std::string name;
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  int axis = 0;                                 // Gather
+  std::optional<Encoding> intermediate;         // RequantGather, legacy only
+};
+
+struct Graph {
+  std::vector<Tensor> tensors;
+  std::vector<Op> ops;
+
+  Tensor* find_tensor(const std::string& name);
+  const Tensor* find_tensor(const std::string& name) const;
+  Tensor& add_tensor(Tensor t);
+  void add_op(Op op) { ops.push_back(std::move(op)); }
+  // Drops tensors no op references.
+  void remove_unused_tensors();
+  // Human-readable dump: one line per tensor and op.
+  std::string dump() const;
+  // Structural checks: every op input/output exists, shapes and dtypes agree.
+  Status check() const;
+};
+
+}  // namespace qemb

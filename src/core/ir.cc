@@ -1,0 +1,233 @@
+#include "qemb/ir.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+namespace qemb {
+
+const char* to_string(TensorKind kind) {
+  switch (kind) {
+    case TensorKind::kStatic: return "STATIC";
+    case TensorKind::kNative: return "NATIVE";
+    case TensorKind::kAppWrite: return "APP_WRITE";
+    case TensorKind::kAppRead: return "APP_READ";
+  }
+  return "?";
+}
+
+const char* to_string(DataType dtype) {
+  switch (dtype) {
+    case DataType::kSFixedPoint8: return "SFIXED_POINT_8";
+    case DataType::kUFixedPoint16: return "UFIXED_POINT_16";
+    case DataType::kFloat32: return "FLOAT_32";
+    case DataType::kInt32: return "INT_32";
+  }
+  return "?";
+}
+
+const char* to_string(OpType type) {
+  switch (type) {
+    case OpType::kGather: return "Gather";
+    case OpType::kConvert: return "Convert";
+    case OpType::kRequantGather: return "RequantGather";
+  }
+  return "?";
+}
+
+Result<TensorKind> parse_tensor_kind(const std::string& s) {
+  for (auto k : {TensorKind::kStatic, TensorKind::kNative, TensorKind::kAppWrite, TensorKind::kAppRead})
+    if (s == to_string(k)) return k;
+  return make_error(ErrorCode::kParseError, "unknown tensor kind '" + s + "'");
+}
+
+Result<DataType> parse_data_type(const std::string& s) {
+  for (auto d : {DataType::kSFixedPoint8, DataType::kUFixedPoint16, DataType::kFloat32, DataType::kInt32})
+    if (s == to_string(d)) return d;
+  return make_error(ErrorCode::kParseError, "unknown data type '" + s + "'");
+}
+
+Result<OpType> parse_op_type(const std::string& s) {
+  for (auto t : {OpType::kGather, OpType::kConvert, OpType::kRequantGather})
+    if (s == to_string(t)) return t;
+  return make_error(ErrorCode::kParseError, "unknown op type '" + s + "'");
+}
+
+Encoding Encoding::per_tensor(float scale, int32_t offset, int bitwidth) {
+  Encoding e;
+  e.type = Type::kPerTensor;
+  e.scale = scale;
+  e.offset = offset;
+  e.bitwidth = bitwidth;
+  return e;
+}
+
+Encoding Encoding::per_axis(int axis, std::vector<float> scales, std::vector<int32_t> offsets,
+                            int bitwidth) {
+  Encoding e;
+  e.type = Type::kPerAxis;
+  e.axis = axis;
+  e.scales = std::move(scales);
+  e.offsets = std::move(offsets);
+  e.bitwidth = bitwidth;
+  return e;
+}
+
+bool operator==(const Encoding& a, const Encoding& b) {
+  if (a.type != b.type || a.bitwidth != b.bitwidth) return false;
+  switch (a.type) {
+    case Encoding::Type::kNone: return true;
+    case Encoding::Type::kPerTensor: return a.scale == b.scale && a.offset == b.offset;
+    case Encoding::Type::kPerAxis:
+      return a.axis == b.axis && a.scales == b.scales && a.offsets == b.offsets;
+  }
+  return false;
+}
+
+int64_t Tensor::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int Tensor::bitwidth() const {
+  if (encoding.bitwidth != 0) return encoding.bitwidth;
+  switch (dtype) {
+    case DataType::kSFixedPoint8: return 8;
+    case DataType::kUFixedPoint16: return 16;
+    default: return 32;
+  }
+}
+
+size_t row_storage_bytes(DataType dtype, int bitwidth, int64_t dim) {
+  const size_t d = static_cast<size_t>(dim);
+  switch (dtype) {
+    case DataType::kSFixedPoint8: return bitwidth == 4 ? (d + 1) / 2 : d;
+    case DataType::kUFixedPoint16: return 2 * d;
+    case DataType::kFloat32:
+    case DataType::kInt32: return 4 * d;
+  }
+  return 0;
+}
+
+size_t storage_bytes(const Tensor& t) {
+  if (t.shape.empty()) return row_storage_bytes(t.dtype, t.bitwidth(), 1);
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < t.shape.size(); ++i) rows *= t.shape[i];
+  return static_cast<size_t>(rows) * row_storage_bytes(t.dtype, t.bitwidth(), t.shape.back());
+}
+
+Tensor* Graph::find_tensor(const std::string& name) {
+  for (auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+const Tensor* Graph::find_tensor(const std::string& name) const {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+Tensor& Graph::add_tensor(Tensor t) {
+  tensors.push_back(std::move(t));
+  return tensors.back();
+}
+
+void Graph::remove_unused_tensors() {
+  std::set<std::string> used;
+  for (const auto& op : ops) {
+    used.insert(op.inputs.begin(), op.inputs.end());
+    used.insert(op.outputs.begin(), op.outputs.end());
+  }
+  tensors.erase(std::remove_if(tensors.begin(), tensors.end(),
+                               [&](const Tensor& t) { return !used.count(t.name); }),
+                tensors.end());
+}
+
+namespace {
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string encoding_text(const Encoding& e) {
+  std::ostringstream os;
+  os.precision(9);
+  switch (e.type) {
+    case Encoding::Type::kNone: return "none";
+    case Encoding::Type::kPerTensor:
+      os << "per-tensor bw=" << e.bitwidth << " scale=" << e.scale << " offset=" << e.offset;
+      return os.str();
+    case Encoding::Type::kPerAxis: {
+      os << "per-axis axis=" << e.axis << " bw=" << e.bitwidth << " n=" << e.scales.size();
+      if (!e.scales.empty()) {
+        auto [lo, hi] = std::minmax_element(e.scales.begin(), e.scales.end());
+        os << " scales=[" << *lo << " .. " << *hi << "]";
+      }
+      return os.str();
+    }
+  }
+  return "?";
+}
+}  // namespace
+
+std::string Graph::dump() const {
+  std::ostringstream os;
+  os << "tensors:\n";
+  for (const auto& t : tensors) {
+    os << "  " << t.name << ": " << to_string(t.kind) << " " << to_string(t.dtype) << " "
+       << shape_text(t.shape) << " {" << encoding_text(t.encoding) << "}";
+    if (t.data) os << " data=" << t.data->size() << "B";
+    os << "\n";
+  }
+  os << "ops:\n";
+  for (const auto& op : ops) {
+    os << "  " << op.name << " = " << to_string(op.type) << "(";
+    for (size_t i = 0; i < op.inputs.size(); ++i) os << (i ? ", " : "") << op.inputs[i];
+    os << ") -> ";
+    for (size_t i = 0; i < op.outputs.size(); ++i) os << (i ? ", " : "") << op.outputs[i];
+    if (op.type == OpType::kGather) os << " axis=" << op.axis;
+    if (op.intermediate) os << " intermediate={" << encoding_text(*op.intermediate) << "}";
+    os << "\n";
+  }
+  return os.str();
+}
+
+Status Graph::check() const {
+  std::set<std::string> names;
+  for (const auto& t : tensors) {
+    if (!names.insert(t.name).second)
+      return make_error(ErrorCode::kCorrupt, "duplicate tensor name '" + t.name + "'");
+    for (int64_t d : t.shape)
+      if (d < 0) return make_error(ErrorCode::kCorrupt, "tensor '" + t.name + "' has a negative dimension");
+    if (t.kind == TensorKind::kStatic) {
+      if (!t.data) return make_error(ErrorCode::kCorrupt, "STATIC tensor '" + t.name + "' has no data");
+      if (t.data->size() != storage_bytes(t))
+        return make_error(ErrorCode::kCorrupt,
+                          "STATIC tensor '" + t.name + "' holds " + std::to_string(t.data->size()) +
+                              " bytes, its shape needs " + std::to_string(storage_bytes(t)));
+    }
+    if (t.encoding.is_per_axis()) {
+      const auto& e = t.encoding;
+      if (e.axis < 0 || static_cast<size_t>(e.axis) >= t.shape.size() ||
+          static_cast<int64_t>(e.scales.size()) != t.shape[e.axis] ||
+          e.offsets.size() != e.scales.size())
+        return make_error(ErrorCode::kCorrupt,
+                          "tensor '" + t.name + "' has a per-axis encoding that does not match its shape");
+    }
+  }
+  for (const auto& op : ops) {
+    size_t want_inputs = op.type == OpType::kConvert ? 1 : 2;
+    if (op.inputs.size() != want_inputs || op.outputs.size() != 1)
+      return make_error(ErrorCode::kCorrupt, "op '" + op.name + "' has the wrong number of inputs or outputs");
+    for (const auto& n : op.inputs)
+      if (!names.count(n)) return make_error(ErrorCode::kCorrupt, "op '" + op.name + "' reads unknown tensor '" + n + "'");
+    for (const auto& n : op.outputs)
+      if (!names.count(n)) return make_error(ErrorCode::kCorrupt, "op '" + op.name + "' writes unknown tensor '" + n + "'");
+  }
+  return Status::Ok();
+}
+
+}  // namespace qemb
