@@ -1,0 +1,54 @@
+// Lowering of embedding(weight, indices) into backend ops (DESIGN §2), gated by
+// the target SDK version (DESIGN §3).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "qemb/ir.h"
+#include "qemb/quantize.h"
+#include "qemb/sdk_version.h"
+
+namespace qemb {
+
+enum class Pattern { kAuto, kOptimized, kLegacy };
+const char* to_string(Pattern p);  // "auto", "optimized", "legacy"
+Result<Pattern> parse_pattern(const std::string& s);
+
+// Validates that `graph` only uses op/encoding combinations the target SDK
+// supports. An unknown target (nullopt) accepts everything a known target
+// would (the caller chose the pattern knowingly). Errors name the op, the
+// combination, the version it needs and the target's version.
+Status validate_for_target(const Graph& graph, const std::optional<SdkVersion>& target);
+
+struct EmbeddingLoweringOptions {
+  std::string name = "embedding";  // node name N
+  Pattern pattern = Pattern::kAuto;
+};
+
+struct LoweredEmbedding {
+  Graph graph;
+  Pattern pattern = Pattern::kLegacy;  // optimized | legacy (never auto)
+  std::string reason;                  // why this pattern, for the user
+};
+
+// Builds the graph for a per-row quantized table. Tensor names: N_weight
+// (STATIC), N_indices (APP_WRITE, INT_32), N (APP_READ); the optimized pattern
+// adds N_convert, the legacy one N_intermediate. Shapes with a leading 0 are
+// set per call (the batch). Copies the table's values into the weight tensor
+// (packed for 4-bit).
+Result<LoweredEmbedding> lower_embedding(const PcqTable& table, const ActivationEncoding& act,
+                                         const TargetVersion& target,
+                                         const EmbeddingLoweringOptions& options);
+
+// A per-tensor (non-PCQ) weight lowers to a single Gather "N" that
+// requantizes into the activation encoding.
+Result<LoweredEmbedding> lower_per_tensor_embedding(const std::vector<int8_t>& q, int64_t rows,
+                                                    int64_t dim, int bitwidth, float scale,
+                                                    const ActivationEncoding& act,
+                                                    const EmbeddingLoweringOptions& options);
+
+// The weight tensor of a PCQ table in storage layout (per-axis, axis 0).
+Tensor make_pcq_weight_tensor(const std::string& name, const PcqTable& table);
+
+}  // namespace qemb

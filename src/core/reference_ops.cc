@@ -1,0 +1,100 @@
+#include "qemb/reference_ops.h"
+
+#include <cstring>
+
+#include "qemb/quantize.h"
+
+namespace qemb {
+
+void quantized_range(DataType dtype, int bitwidth, int32_t& lo, int32_t& hi) {
+  switch (dtype) {
+    case DataType::kSFixedPoint8: {
+      int32_t qmax = (1 << ((bitwidth == 4 ? 4 : 8) - 1)) - 1;
+      lo = -qmax;
+      hi = qmax;
+      return;
+    }
+    case DataType::kUFixedPoint16: lo = 0; hi = 65535; return;
+    default: lo = INT32_MIN; hi = INT32_MAX; return;
+  }
+}
+
+float dequantize_value(int32_t q, const Encoding& e, int64_t row) {
+  if (e.is_per_axis()) {
+    return e.scales[static_cast<size_t>(row)] * static_cast<float>(q + e.offsets[static_cast<size_t>(row)]);
+  }
+  return e.scale * static_cast<float>(q + e.offset);
+}
+
+int32_t quantize_value(float x, const Encoding& e, int64_t row, int32_t lo, int32_t hi) {
+  float scale = e.is_per_axis() ? e.scales[static_cast<size_t>(row)] : e.scale;
+  int32_t offset = e.is_per_axis() ? e.offsets[static_cast<size_t>(row)] : e.offset;
+  int32_t r = clamp_to_int(rne(x * inv(scale)), -(1 << 30), 1 << 30);
+  int64_t v = static_cast<int64_t>(r) - offset;
+  return static_cast<int32_t>(v < lo ? lo : (v > hi ? hi : v));
+}
+
+int32_t load_quantized(const uint8_t* row, DataType dtype, int bitwidth, int64_t col) {
+  switch (dtype) {
+    case DataType::kSFixedPoint8:
+      return bitwidth == 4 ? unpack_int4(row, col) : static_cast<int8_t>(row[col]);
+    case DataType::kUFixedPoint16: {
+      uint16_t v;
+      std::memcpy(&v, row + 2 * col, 2);
+      return v;
+    }
+    case DataType::kInt32:
+    case DataType::kFloat32: {
+      int32_t v;
+      std::memcpy(&v, row + 4 * col, 4);
+      return v;
+    }
+  }
+  return 0;
+}
+
+void store_quantized(uint8_t* row, DataType dtype, int bitwidth, int64_t col, int32_t q) {
+  switch (dtype) {
+    case DataType::kSFixedPoint8:
+      if (bitwidth == 4) {
+        pack_int4(row, col, static_cast<int8_t>(q));
+      } else {
+        row[col] = static_cast<uint8_t>(static_cast<int8_t>(q));
+      }
+      return;
+    case DataType::kUFixedPoint16: {
+      uint16_t v = static_cast<uint16_t>(q);
+      std::memcpy(row + 2 * col, &v, 2);
+      return;
+    }
+    case DataType::kInt32:
+    case DataType::kFloat32: std::memcpy(row + 4 * col, &q, 4); return;
+  }
+}
+
+void requantize_row(const uint8_t* in, const Tensor& in_t, int64_t in_row, uint8_t* out,
+                    const Tensor& out_t, int64_t out_row, int64_t dim) {
+  const int in_bw = in_t.bitwidth(), out_bw = out_t.bitwidth();
+  if (in_t.dtype == out_t.dtype && in_bw == out_bw && in_t.encoding == out_t.encoding &&
+      !in_t.encoding.is_per_axis()) {
+    std::memcpy(out, in, row_storage_bytes(in_t.dtype, in_bw, dim));
+    return;
+  }
+  int32_t lo, hi;
+  quantized_range(out_t.dtype, out_bw, lo, hi);
+  for (int64_t j = 0; j < dim; ++j) {
+    float x;
+    if (in_t.dtype == DataType::kFloat32) {
+      std::memcpy(&x, in + 4 * j, 4);
+    } else {
+      x = dequantize_value(load_quantized(in, in_t.dtype, in_bw, j), in_t.encoding, in_row);
+    }
+    if (out_t.dtype == DataType::kFloat32) {
+      std::memcpy(out + 4 * j, &x, 4);
+    } else {
+      store_quantized(out, out_t.dtype, out_bw, j, quantize_value(x, out_t.encoding, out_row, lo, hi));
+    }
+  }
+}
+
+}  // namespace qemb

@@ -1,0 +1,214 @@
+#include <algorithm>
+#include <cstring>
+
+#include "qemb/lowering.h"
+
+namespace qemb {
+
+const char* to_string(Pattern p) {
+  switch (p) {
+    case Pattern::kAuto: return "auto";
+    case Pattern::kOptimized: return "optimized";
+    case Pattern::kLegacy: return "legacy";
+  }
+  return "?";
+}
+
+Result<Pattern> parse_pattern(const std::string& s) {
+  if (s == "auto") return Pattern::kAuto;
+  if (s == "optimized") return Pattern::kOptimized;
+  if (s == "legacy") return Pattern::kLegacy;
+  return make_error(ErrorCode::kInvalidArgument,
+                    "unknown pattern '" + s + "': expected auto, optimized or legacy");
+}
+
+Tensor make_pcq_weight_tensor(const std::string& name, const PcqTable& table) {
+  const int bits = weight_bits(table.scheme);
+  Tensor w;
+  w.name = name;
+  w.kind = TensorKind::kStatic;
+  w.dtype = DataType::kSFixedPoint8;
+  w.shape = {table.rows, table.dim};
+  w.encoding = Encoding::per_axis(0, table.scales,
+                                  std::vector<int32_t>(static_cast<size_t>(table.rows), 0), bits);
+  const size_t row_bytes = row_storage_bytes(w.dtype, bits, table.dim);
+  std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(table.rows), 0);
+  for (int64_t r = 0; r < table.rows; ++r) {
+    const int8_t* q = table.q.data() + r * table.dim;
+    uint8_t* out = bytes.data() + static_cast<size_t>(r) * row_bytes;
+    if (bits == 4) {
+      for (int64_t j = 0; j < table.dim; ++j) pack_int4(out, j, q[j]);
+    } else {
+      std::memcpy(out, q, static_cast<size_t>(table.dim));
+    }
+  }
+  w.data = std::make_shared<OwnedBuffer>(std::move(bytes));
+  return w;
+}
+
+namespace {
+
+Tensor activation_tensor(const std::string& name, TensorKind kind, std::vector<int64_t> shape,
+                         const ActivationEncoding& act) {
+  Tensor t;
+  t.name = name;
+  t.kind = kind;
+  t.dtype = DataType::kUFixedPoint16;
+  t.shape = std::move(shape);
+  t.encoding = Encoding::per_tensor(act.scale, act.offset(), 16);
+  return t;
+}
+
+Tensor indices_tensor(const std::string& name) {
+  Tensor t;
+  t.name = name + "_indices";
+  t.kind = TensorKind::kAppWrite;
+  t.dtype = DataType::kInt32;
+  t.shape = {0};
+  return t;
+}
+
+Op gather(const std::string& name, const std::string& table, const std::string& indices,
+          const std::string& out) {
+  Op op;
+  op.type = OpType::kGather;
+  op.name = name;
+  op.inputs = {table, indices};
+  op.outputs = {out};
+  op.axis = 0;
+  return op;
+}
+
+Op convert(const std::string& name, const std::string& in, const std::string& out) {
+  Op op;
+  op.type = OpType::kConvert;
+  op.name = name;
+  op.inputs = {in};
+  op.outputs = {out};
+  return op;
+}
+
+Graph optimized_graph(const PcqTable& table, const ActivationEncoding& act, const std::string& n) {
+  Graph g;
+  g.add_tensor(make_pcq_weight_tensor(n + "_weight", table));
+  g.add_tensor(indices_tensor(n));
+  g.add_tensor(activation_tensor(n + "_convert", TensorKind::kNative, {table.rows, table.dim}, act));
+  g.add_tensor(activation_tensor(n, TensorKind::kAppRead, {0, table.dim}, act));
+  g.add_op(convert(n + "_convert", n + "_weight", n + "_convert"));
+  g.add_op(gather(n, n + "_convert", n + "_indices", n));
+  return g;
+}
+
+Graph legacy_graph(const PcqTable& table, const ActivationEncoding& act, const std::string& n) {
+  Graph g;
+  g.add_tensor(make_pcq_weight_tensor(n + "_weight", table));
+  g.add_tensor(indices_tensor(n));
+  // The per-tensor approximation of the per-axis encoding: max scale and max
+  // offset (0 for symmetric weights).
+  Tensor inter;
+  inter.name = n + "_intermediate";
+  inter.kind = TensorKind::kNative;
+  inter.dtype = DataType::kSFixedPoint8;
+  inter.shape = {0, table.dim};
+  inter.encoding = Encoding::per_tensor(table.max_scale(), 0, weight_bits(table.scheme));
+  g.add_tensor(std::move(inter));
+  g.add_tensor(activation_tensor(n, TensorKind::kAppRead, {0, table.dim}, act));
+  g.add_op(gather(n + "_intermediate", n + "_weight", n + "_indices", n + "_intermediate"));
+  g.add_op(convert(n + "_convert", n + "_intermediate", n));
+  return g;
+}
+
+std::string how_to_get_optimized() {
+  return "to get the optimized pattern, target QNN SDK >= " +
+         optimized_pattern_min_version().to_string() +
+         " with --qnn-sdk-version or by setting QNN_SDK_ROOT to such an SDK";
+}
+
+}  // namespace
+
+Result<LoweredEmbedding> lower_embedding(const PcqTable& table, const ActivationEncoding& act,
+                                         const TargetVersion& target,
+                                         const EmbeddingLoweringOptions& options) {
+  if (table.rows <= 0 || table.dim <= 0)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "embedding table is empty (" + std::to_string(table.rows) + " x " +
+                          std::to_string(table.dim) + ")");
+  if (options.name.empty())
+    return make_error(ErrorCode::kInvalidArgument, "embedding node name is empty");
+  const std::string& n = options.name;
+  const SdkVersion needed = optimized_pattern_min_version();
+  const std::string version_text =
+      target.version ? target.version->to_string() + " (" + target.source + ")" : "unknown";
+
+  LoweredEmbedding out;
+  switch (options.pattern) {
+    case Pattern::kOptimized:
+      out.pattern = Pattern::kOptimized;
+      out.reason = "forced with --pattern optimized; target SDK " + version_text;
+      break;
+    case Pattern::kLegacy:
+      out.pattern = Pattern::kLegacy;
+      out.reason = "forced with --pattern legacy; target SDK " + version_text;
+      break;
+    case Pattern::kAuto:
+      if (!target.version) {
+        out.pattern = Pattern::kLegacy;
+        out.reason = "target SDK version unknown (" + target.unknown_reason + "); " +
+                     how_to_get_optimized();
+      } else if (*target.version >= needed) {
+        out.pattern = Pattern::kOptimized;
+        out.reason = "target SDK " + version_text + " >= " + needed.to_string() +
+                     " supports Convert on per-channel weights";
+      } else {
+        out.pattern = Pattern::kLegacy;
+        out.reason = "target SDK " + version_text + " < " + needed.to_string() +
+                     ", which the optimized pattern needs; " + how_to_get_optimized();
+      }
+      break;
+  }
+  out.graph = out.pattern == Pattern::kOptimized ? optimized_graph(table, act, n)
+                                                 : legacy_graph(table, act, n);
+  QEMB_RETURN_IF_ERROR(validate_for_target(out.graph, target.version));
+  QEMB_RETURN_IF_ERROR(out.graph.check());
+  return out;
+}
+
+Result<LoweredEmbedding> lower_per_tensor_embedding(const std::vector<int8_t>& q, int64_t rows,
+                                                    int64_t dim, int bitwidth, float scale,
+                                                    const ActivationEncoding& act,
+                                                    const EmbeddingLoweringOptions& options) {
+  if (rows <= 0 || dim <= 0 || q.size() != static_cast<size_t>(rows * dim))
+    return make_error(ErrorCode::kInvalidArgument, "per-tensor table has the wrong size");
+  if (bitwidth != 4 && bitwidth != 8)
+    return make_error(ErrorCode::kInvalidArgument, "weight bitwidth must be 4 or 8");
+  const std::string& n = options.name;
+  Tensor w;
+  w.name = n + "_weight";
+  w.kind = TensorKind::kStatic;
+  w.dtype = DataType::kSFixedPoint8;
+  w.shape = {rows, dim};
+  w.encoding = Encoding::per_tensor(scale, 0, bitwidth);
+  const size_t row_bytes = row_storage_bytes(w.dtype, bitwidth, dim);
+  std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(rows), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < dim; ++j) {
+      if (bitwidth == 4) {
+        pack_int4(bytes.data() + r * row_bytes, j, q[r * dim + j]);
+      } else {
+        bytes[r * row_bytes + j] = static_cast<uint8_t>(q[r * dim + j]);
+      }
+    }
+  w.data = std::make_shared<OwnedBuffer>(std::move(bytes));
+
+  LoweredEmbedding out;
+  out.pattern = Pattern::kOptimized;
+  out.reason = "per-tensor weights lower to a single Gather on every SDK";
+  out.graph.add_tensor(std::move(w));
+  out.graph.add_tensor(indices_tensor(n));
+  out.graph.add_tensor(activation_tensor(n, TensorKind::kAppRead, {0, dim}, act));
+  out.graph.add_op(gather(n, n + "_weight", n + "_indices", n));
+  QEMB_RETURN_IF_ERROR(out.graph.check());
+  return out;
+}
+
+}  // namespace qemb
