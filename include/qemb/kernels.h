@@ -1,0 +1,106 @@
+// Lookup microkernels (DESIGN §1-2): gathers over a materialized uint16 table
+// and fused requantizing gathers over a per-row-quantized (PCQ) table, each
+// bit-identical to the scalar formulas of qemb/quantize.h.
+//
+// Every kernel processes `n` already-validated row ids (0 <= id < V; checking
+// them is the caller's job) and writes `n` rows of `dim` values into a caller
+// buffer, row after row. Kernels never allocate and never fail; n == 0 or
+// dim == 0 is a no-op.
+//
+// One KernelSet exists per instruction set (Highway target) this build
+// compiled and this CPU supports. best_kernels() picks the best one once, so
+// the hot path is a plain function-pointer call with no dispatch decision.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "qemb/quantize.h"
+
+namespace qemb {
+
+// Materialized gather: out[i][:] = table[ids[i]][:] (the folded optimized table).
+using GatherU16Fn = void (*)(const uint16_t* table, size_t dim, const int64_t* ids,
+                             size_t n, uint16_t* out);
+// Materialized gather, dequantized: out[i][j] = dequantize_activation(table[ids[i]][j], act).
+using GatherU16F32Fn = void (*)(const uint16_t* table, size_t dim,
+                                const ActivationEncoding& act, const int64_t* ids,
+                                size_t n, float* out);
+
+// The constant inputs of a fused (requantizing) gather.
+struct RequantGatherParams {
+  // Row-major PCQ weights in storage layout (qemb/ir.h): int8, `dim` bytes a row
+  // (s8 kernels), or packed two's-complement nibbles, ceil(dim/2) bytes a row,
+  // column 2k in the low nibble and 2k+1 in the high one (s4 kernels).
+  const uint8_t* weights = nullptr;
+  const float* row_scales = nullptr;  // s_r, one per row
+  size_t dim = 0;
+  ActivationEncoding act;  // output encoding; zero_point must lie in [0, 65535]
+  float max_scale = 0.0f;  // s_max = max_r s_r; read by the legacy kernels only
+};
+
+// Optimized pattern: out[i][j] = optimized_output(s_r, q[r][j], act), r = ids[i].
+// Legacy pattern:    out[i][j] = legacy_output(s_r, q[r][j], max_scale, qmax, act)
+//                    with qmax = 7 (s4) or 127 (s8).
+// The f32 variants write dequantize_activation() of that uint16 value.
+using RequantGatherU16Fn = void (*)(const RequantGatherParams& params, const int64_t* ids,
+                                    size_t n, uint16_t* out);
+using RequantGatherF32Fn = void (*)(const RequantGatherParams& params, const int64_t* ids,
+                                    size_t n, float* out);
+
+// The one list of gather kernels: KernelSet's fields, GatherKernel's
+// enumerators and kernel names are all generated from it.
+//   X(field / name stem, function type)
+#define QEMB_GATHER_KERNELS(X)                       \
+  X(gather_u16, GatherU16Fn)                         \
+  X(gather_u16_f32, GatherU16F32Fn)                  \
+  X(requant_gather_s4_u16, RequantGatherU16Fn)       \
+  X(requant_gather_s4_f32, RequantGatherF32Fn)       \
+  X(requant_gather_s8_u16, RequantGatherU16Fn)       \
+  X(requant_gather_s8_f32, RequantGatherF32Fn)       \
+  X(legacy_gather_s4_u16, RequantGatherU16Fn)        \
+  X(legacy_gather_s4_f32, RequantGatherF32Fn)        \
+  X(legacy_gather_s8_u16, RequantGatherU16Fn)        \
+  X(legacy_gather_s8_f32, RequantGatherF32Fn)
+
+enum class GatherKernel : int {
+#define QEMB_KERNEL_ENUMERATOR(name, type) name,
+  QEMB_GATHER_KERNELS(QEMB_KERNEL_ENUMERATOR)
+#undef QEMB_KERNEL_ENUMERATOR
+};
+inline constexpr int kNumGatherKernels = 0
+#define QEMB_KERNEL_COUNT(name, type) +1
+    QEMB_GATHER_KERNELS(QEMB_KERNEL_COUNT)
+#undef QEMB_KERNEL_COUNT
+    ;
+
+// All kernels of one instruction set.
+struct KernelSet {
+  // "AVX3", "AVX2", "SSE4", "SSSE3", "NEON", "EMU128", "SCALAR" (hwy::TargetName),
+  // or "REFERENCE" for scalar_reference_kernels().
+  const char* isa = "";
+  int64_t hwy_target = 0;  // the Highway target bit; 0 for the reference
+#define QEMB_KERNEL_FIELD(name, type) type name = nullptr;
+  QEMB_GATHER_KERNELS(QEMB_KERNEL_FIELD)
+#undef QEMB_KERNEL_FIELD
+};
+
+// The best instruction set this CPU supports, chosen on first use.
+const KernelSet& best_kernels();
+// One set per instruction set this machine supports and this build compiled,
+// best first (for tests and benchmarks).
+std::vector<KernelSet> all_supported_kernel_sets();
+// The set named `isa` (e.g. "AVX2"), or nullptr when unsupported here.
+const KernelSet* find_kernel_set(std::string_view isa);
+// Plain loops over the quantize.h inline functions: the reference.
+const KernelSet& scalar_reference_kernels();
+
+// "requant_gather_s4_u16" etc.
+const char* kernel_stem(GatherKernel k);
+// "requant_gather_s4_u16[AVX2]": dtype, op and instruction set.
+std::string kernel_name(const KernelSet& set, GatherKernel k);
+
+}  // namespace qemb

@@ -1,0 +1,449 @@
+// Gather kernels for every Highway target this build compiles, and the
+// KernelSets built from their dispatch tables.
+//
+// Highway recompiles this file once per target (foreach_target.h); each pass
+// defines the kernels in namespace qemb::N_<TARGET>. The last pass (HWY_ONCE)
+// exports them and reads each target's entry from the dispatch tables once,
+// so callers hold plain function pointers.
+#include <cstring>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/gather_kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+#include "kernels/requant-inl.h"
+#include "qemb/kernels.h"
+#include "qemb/quantize.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace qemb {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Rows are independent random reads, so the hardware prefetcher cannot see
+// them coming: start loading row i + kPrefetchRows while row i is processed.
+constexpr size_t kPrefetchRows = 8;
+// Within a row reads are sequential and the hardware prefetcher takes over
+// after the first few lines.
+constexpr size_t kPrefetchBytesPerRow = 256;
+constexpr size_t kCacheLine = 64;
+
+HWY_INLINE void PrefetchRow(const uint8_t* row, size_t row_bytes) {
+  const size_t bytes = row_bytes < kPrefetchBytesPerRow ? row_bytes : kPrefetchBytesPerRow;
+  const uintptr_t first = reinterpret_cast<uintptr_t>(row) & ~uintptr_t{kCacheLine - 1};
+  const uintptr_t last = reinterpret_cast<uintptr_t>(row) + (bytes ? bytes - 1 : 0);
+  for (uintptr_t line = first; line <= last; line += kCacheLine) {
+    hwy::Prefetch(reinterpret_cast<const uint8_t*>(line));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Materialized gathers over the uint16 table.
+
+void gather_u16(const uint16_t* table, size_t dim, const int64_t* ids, size_t n,
+                uint16_t* out) {
+  const size_t row_bytes = dim * sizeof(uint16_t);
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(table);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchRows < n) {
+      PrefetchRow(base + static_cast<size_t>(ids[i + kPrefetchRows]) * row_bytes, row_bytes);
+    }
+    std::memcpy(out + i * dim, table + static_cast<size_t>(ids[i]) * dim, row_bytes);
+  }
+}
+
+void gather_u16_f32(const uint16_t* table, size_t dim, const ActivationEncoding& act,
+                    const int64_t* ids, size_t n, float* out) {
+  using DF = hn::ScalableTag<float>;
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> du16;
+  const size_t NF = hn::Lanes(df);
+  const ActivationVec<DF> a(df, act);
+  const auto zero_point = hn::Set(di, act.zero_point);
+  const size_t row_bytes = dim * sizeof(uint16_t);
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(table);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchRows < n) {
+      PrefetchRow(base + static_cast<size_t>(ids[i + kPrefetchRows]) * row_bytes, row_bytes);
+    }
+    const uint16_t* row = table + static_cast<size_t>(ids[i]) * dim;
+    float* o = out + i * dim;
+    size_t j = 0;
+    for (; j + NF <= dim; j += NF) {
+      // (float)(q - zp) with the subtraction in int32, exactly as the scalar.
+      const auto q = hn::Sub(hn::PromoteTo(di, hn::LoadU(du16, row + j)), zero_point);
+      hn::StoreU(hn::Mul(a.scale, hn::ConvertTo(df, q)), df, o + j);
+    }
+    for (; j < dim; ++j) o[j] = dequantize_activation(row[j], act);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Fused gathers over int8 rows: the arithmetic, vectorized.
+
+template <bool kLegacy, typename Out>
+HWY_INLINE void RequantGatherS8(const RequantGatherParams& p, const int64_t* ids, size_t n,
+                                Out* HWY_RESTRICT out) {
+  using DF = hn::ScalableTag<float>;
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<int8_t, DF> d8;
+  const hn::Rebind<uint16_t, DF> du16;
+  const size_t NF = hn::Lanes(df);
+  const ActivationVec<DF> a(df, p.act);
+  const LegacyVec<DF> legacy(df, p.max_scale, 127);
+  const size_t dim = p.dim;
+  const int8_t* weights = reinterpret_cast<const int8_t*>(p.weights);
+
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchRows < n) {
+      const size_t ahead = static_cast<size_t>(ids[i + kPrefetchRows]);
+      PrefetchRow(p.weights + ahead * dim, dim);
+      hwy::Prefetch(p.row_scales + ahead);
+    }
+    const size_t r = static_cast<size_t>(ids[i]);
+    const float row_scale = p.row_scales[r];
+    const auto s = hn::Set(df, row_scale);
+    const int8_t* row = weights + r * dim;
+    Out* o = out + i * dim;
+    size_t j = 0;
+    for (; j + NF <= dim; j += NF) {
+      const auto q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, row + j)));
+      auto x = hn::Mul(s, q);  // the dequantized weight s_r * q
+      if constexpr (kLegacy) x = LegacyRequantized(df, x, legacy);
+      const auto v = Q16(df, x, a);
+      if constexpr (sizeof(Out) == sizeof(uint16_t)) {
+        hn::StoreU(hn::DemoteTo(du16, hn::ConvertTo(di, v)), du16, o + j);
+      } else {
+        hn::StoreU(DequantizeQ16(v, a), df, o + j);
+      }
+    }
+    for (; j < dim; ++j) {
+      const uint16_t v = kLegacy ? legacy_output(row_scale, row[j], p.max_scale, 127, p.act)
+                                 : optimized_output(row_scale, row[j], p.act);
+      if constexpr (sizeof(Out) == sizeof(uint16_t)) {
+        o[j] = v;
+      } else {
+        o[j] = dequantize_activation(v, p.act);
+      }
+    }
+  }
+}
+
+void requant_gather_s8_u16(const RequantGatherParams& p, const int64_t* ids, size_t n,
+                           uint16_t* out) {
+  RequantGatherS8<false>(p, ids, n, out);
+}
+void requant_gather_s8_f32(const RequantGatherParams& p, const int64_t* ids, size_t n,
+                           float* out) {
+  RequantGatherS8<false>(p, ids, n, out);
+}
+void legacy_gather_s8_u16(const RequantGatherParams& p, const int64_t* ids, size_t n,
+                          uint16_t* out) {
+  RequantGatherS8<true>(p, ids, n, out);
+}
+void legacy_gather_s8_f32(const RequantGatherParams& p, const int64_t* ids, size_t n,
+                          float* out) {
+  RequantGatherS8<true>(p, ids, n, out);
+}
+
+// ---------------------------------------------------------------------------
+// Fused gathers over packed 4-bit rows: a 16-entry lookup table per row.
+
+// Nibble k holds the two's-complement value k < 8 ? k : k - 16.
+alignas(64) static constexpr float kNibbleValues[16] = {0,  1,  2,  3,  4,  5,  6,  7,
+                                                        -8, -7, -6, -5, -4, -3, -2, -1};
+
+// The 16 outputs of one row, as uint16 and split into low and high bytes
+// (byte-shuffle tables).
+struct NibbleLut {
+  alignas(16) uint8_t lo[16];
+  alignas(16) uint8_t hi[16];
+  alignas(32) uint16_t u16[16];
+};
+
+// The descriptor the per-row lookup tables are computed with: 16 floats.
+using LutTag = hn::CappedTag<float, 16>;
+
+template <bool kLegacy>
+HWY_INLINE void BuildNibbleLut(float row_scale, const ActivationVec<LutTag>& a,
+                               const LegacyVec<LutTag>& legacy, NibbleLut& lut) {
+  const LutTag df;
+  const hn::RebindToSigned<LutTag> di;
+  const hn::Rebind<uint8_t, LutTag> du8;
+  const hn::Rebind<uint16_t, LutTag> du16;
+  const size_t NF = hn::Lanes(df);
+  const auto s = hn::Set(df, row_scale);
+  for (size_t k = 0; k < 16; k += NF) {
+    auto x = hn::Mul(s, hn::Load(df, kNibbleValues + k));  // the dequantized weight s_r * q
+    if constexpr (kLegacy) x = LegacyRequantized(df, x, legacy);
+    const auto v = hn::ConvertTo(di, Q16(df, x, a));  // exact: an integer in [0, 65535]
+    hn::StoreU(hn::DemoteTo(du16, v), du16, lut.u16 + k);
+    hn::StoreU(hn::DemoteTo(du8, hn::And(v, hn::Set(di, 0xFF))), du8, lut.lo + k);
+    hn::StoreU(hn::DemoteTo(du8, hn::ShiftRight<8>(v)), du8, lut.hi + k);
+  }
+}
+
+// The byte-shuffle path needs 128-bit blocks; HWY_SCALAR (the fallback when
+// the compiler is too old for EMU128) has one-lane vectors and uses the row's
+// table one column at a time.
+#undef QEMB_NIBBLE_SHUFFLES
+#if HWY_TARGET != HWY_SCALAR
+#define QEMB_NIBBLE_SHUFFLES 1
+#else
+#define QEMB_NIBBLE_SHUFFLES 0
+#endif
+
+#if QEMB_NIBBLE_SHUFFLES
+// Looks up the 2 * Lanes(d8) values of Lanes(d8) packed bytes and hands the
+// results to `sink(part, u16_vector)` as four vectors of Lanes(d8) / 2 values,
+// part 0..3 in column order.
+//
+// Byte shuffles and interleaves work within 128-bit blocks. Block b of the
+// input yields, for each part, the 8 columns of its dwords 0..3 respectively.
+// So when a vector has B > 1 blocks, the packed dwords are first permuted so
+// that input dword 4b + part holds packed dword part * B + b; every part then
+// comes out as contiguous columns.
+template <class D8, class Sink>
+HWY_INLINE void LookupNibbles(D8 d8, hn::Vec<D8> packed, hn::Vec<D8> tab_lo,
+                              hn::Vec<D8> tab_hi, Sink&& sink) {
+  const hn::RepartitionToWide<D8> d16;
+  const auto lo_nibbles = hn::And(packed, hn::Set(d8, 0x0F));
+  const auto hi_nibbles = hn::ShiftRight<4>(packed);
+  // Column order: column 2k is the low nibble of byte k, 2k + 1 the high one.
+  const auto idx_a = hn::InterleaveLower(d8, lo_nibbles, hi_nibbles);
+  const auto idx_b = hn::InterleaveUpper(d8, lo_nibbles, hi_nibbles);
+  const auto lo_a = hn::TableLookupBytes(tab_lo, idx_a);
+  const auto hi_a = hn::TableLookupBytes(tab_hi, idx_a);
+  const auto lo_b = hn::TableLookupBytes(tab_lo, idx_b);
+  const auto hi_b = hn::TableLookupBytes(tab_hi, idx_b);
+  sink(0, hn::ZipLower(d16, lo_a, hi_a));
+  sink(1, hn::ZipUpper(d16, lo_a, hi_a));
+  sink(2, hn::ZipLower(d16, lo_b, hi_b));
+  sink(3, hn::ZipUpper(d16, lo_b, hi_b));
+}
+
+// dequantize_activation() constants for u16 vectors of type D16, broadcast
+// once per call (the output stores could alias a float read per row).
+template <class D16>
+struct DequantVec {
+  using DF = hn::Repartition<float, D16>;
+  using DI = hn::RebindToSigned<DF>;
+  explicit DequantVec(const ActivationEncoding& act)
+      : scale(hn::Set(DF(), act.scale)), zero_point(hn::Set(DI(), act.zero_point)) {}
+  hn::Vec<DF> scale;
+  hn::Vec<DI> zero_point;
+};
+
+// Writes the u16 vector v (holding q16 values) as uint16 or dequantized float.
+template <class D16, typename Out>
+HWY_INLINE void StoreOutputs(D16 d16, hn::Vec<D16> v, const DequantVec<D16>& dq,
+                             Out* HWY_RESTRICT o) {
+  if constexpr (sizeof(Out) == sizeof(uint16_t)) {
+    hn::StoreU(v, d16, o);
+  } else {
+    const typename DequantVec<D16>::DF df;
+    const typename DequantVec<D16>::DI di;
+    const hn::Half<D16> dh16;
+    const size_t NF = hn::Lanes(df);
+    // (float)(q - zp) with the subtraction in int32, exactly as the scalar.
+    const auto q_lo = hn::Sub(hn::PromoteTo(di, hn::LowerHalf(dh16, v)), dq.zero_point);
+    const auto q_hi = hn::Sub(hn::PromoteTo(di, hn::UpperHalf(dh16, v)), dq.zero_point);
+    hn::StoreU(hn::Mul(dq.scale, hn::ConvertTo(df, q_lo)), df, o);
+    hn::StoreU(hn::Mul(dq.scale, hn::ConvertTo(df, q_hi)), df, o + NF);
+  }
+}
+
+// Columns [j, ...) of one row in whole vectors of D8; returns the next column.
+template <class D8, typename Out>
+HWY_INLINE size_t LookupRowVectors(D8 d8, const uint8_t* HWY_RESTRICT row, size_t j, size_t dim,
+                                   const NibbleLut& lut, const uint32_t* transpose,
+                                   const DequantVec<hn::RepartitionToWide<D8>>& dq,
+                                   Out* HWY_RESTRICT o) {
+  using D16 = hn::RepartitionToWide<D8>;
+  const D16 d16;
+  const hn::Repartition<uint32_t, D8> d32;
+  const size_t N = hn::Lanes(d8);
+  const bool permute = N > 16;
+  const auto transpose_idx = hn::SetTableIndices(d32, transpose);
+  const auto tab_lo = hn::LoadDup128(d8, lut.lo);
+  const auto tab_hi = hn::LoadDup128(d8, lut.hi);
+  for (; j + 2 * N <= dim; j += 2 * N) {
+    auto packed = hn::LoadU(d8, row + j / 2);
+    if (permute) {
+      packed = hn::BitCast(d8, hn::TableLookupLanes(hn::BitCast(d32, packed), transpose_idx));
+    }
+    LookupNibbles(d8, packed, tab_lo, tab_hi, [&](size_t part, hn::Vec<D16> v) {
+      StoreOutputs(d16, v, dq, o + j + part * (N / 2));
+    });
+  }
+  return j;
+}
+#endif  // QEMB_NIBBLE_SHUFFLES
+
+template <bool kLegacy, typename Out>
+HWY_INLINE void RequantGatherS4(const RequantGatherParams& p, const int64_t* ids, size_t n,
+                                Out* HWY_RESTRICT out) {
+  const LutTag dlut;
+  const ActivationVec<LutTag> lut_act(dlut, p.act);
+  const LegacyVec<LutTag> lut_legacy(dlut, p.max_scale, 7);
+  const size_t dim = p.dim;
+  const size_t row_bytes = (dim + 1) / 2;
+
+#if QEMB_NIBBLE_SHUFFLES
+  using D8 = hn::ScalableTag<uint8_t>;
+  using D8x16 = hn::Full128<uint8_t>;
+  const D8 d8;
+  const D8x16 d8x16;
+  const size_t N = hn::Lanes(d8);
+  // The dword permutation of LookupNibbles (identity for one block).
+  const size_t blocks = N / 16;
+  alignas(64) uint32_t transpose[hn::MaxLanes(hn::Repartition<uint32_t, D8>())];
+  for (size_t b = 0; b < blocks; ++b) {
+    for (size_t part = 0; part < 4; ++part) {
+      transpose[4 * b + part] = static_cast<uint32_t>(part * blocks + b);
+    }
+  }
+  alignas(16) static constexpr uint32_t kIdentity[4] = {0, 1, 2, 3};
+  const DequantVec<hn::RepartitionToWide<D8>> dequant(p.act);
+  const DequantVec<hn::RepartitionToWide<D8x16>> dequant_x16(p.act);
+#endif
+
+  NibbleLut lut;
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchRows < n) {
+      const size_t ahead = static_cast<size_t>(ids[i + kPrefetchRows]);
+      PrefetchRow(p.weights + ahead * row_bytes, row_bytes);
+      hwy::Prefetch(p.row_scales + ahead);
+    }
+    const size_t r = static_cast<size_t>(ids[i]);
+    BuildNibbleLut<kLegacy>(p.row_scales[r], lut_act, lut_legacy, lut);
+    const uint8_t* row = p.weights + r * row_bytes;
+    Out* o = out + i * dim;
+
+    size_t j = 0;  // the next column; even until the scalar tail
+#if QEMB_NIBBLE_SHUFFLES
+    j = LookupRowVectors(d8, row, j, dim, lut, transpose, dequant, o);
+    if (N > 16) j = LookupRowVectors(d8x16, row, j, dim, lut, kIdentity, dequant_x16, o);
+#endif
+    for (; j < dim; ++j) {
+      const uint8_t byte = row[j / 2];
+      const uint16_t v = lut.u16[(j & 1) ? (byte >> 4) : (byte & 0x0F)];
+      if constexpr (sizeof(Out) == sizeof(uint16_t)) {
+        o[j] = v;
+      } else {
+        o[j] = dequantize_activation(v, p.act);
+      }
+    }
+  }
+}
+
+void requant_gather_s4_u16(const RequantGatherParams& p, const int64_t* ids, size_t n,
+                           uint16_t* out) {
+  RequantGatherS4<false>(p, ids, n, out);
+}
+void requant_gather_s4_f32(const RequantGatherParams& p, const int64_t* ids, size_t n,
+                           float* out) {
+  RequantGatherS4<false>(p, ids, n, out);
+}
+void legacy_gather_s4_u16(const RequantGatherParams& p, const int64_t* ids, size_t n,
+                          uint16_t* out) {
+  RequantGatherS4<true>(p, ids, n, out);
+}
+void legacy_gather_s4_f32(const RequantGatherParams& p, const int64_t* ids, size_t n,
+                          float* out) {
+  RequantGatherS4<true>(p, ids, n, out);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace qemb
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <string>
+#include <vector>
+
+namespace qemb {
+
+#define QEMB_EXPORT_KERNEL(name, type) HWY_EXPORT(name);
+QEMB_GATHER_KERNELS(QEMB_EXPORT_KERNEL)
+#undef QEMB_EXPORT_KERNEL
+
+namespace {
+
+// The slot of `target` in the HWY_EXPORT tables: the index HWY_DYNAMIC_DISPATCH
+// computes once hwy has chosen `target` (hwy/targets.h, ChosenTarget::GetIndex).
+size_t dispatch_index(int64_t target) {
+#if (HWY_TARGETS & (HWY_TARGETS - 1)) == 0
+  (void)target;
+  return 0;  // a single compiled target: the tables have one entry
+#else
+  const int64_t mask = (HWY_CHOSEN_TARGET_SHIFT(target) | HWY_CHOSEN_TARGET_MASK_SCALAR) &
+                       HWY_CHOSEN_TARGET_MASK_TARGETS;
+  return hwy::Num0BitsBelowLS1Bit_Nonzero64(static_cast<uint64_t>(mask));
+#endif
+}
+
+bool make_kernel_set(int64_t target, KernelSet& set) {
+  const size_t index = dispatch_index(target);
+  set.isa = hwy::TargetName(target);
+  set.hwy_target = target;
+  bool complete = true;
+#define QEMB_FILL_KERNEL(name, type)               \
+  set.name = HWY_DISPATCH_TABLE(name)[index];      \
+  complete = complete && set.name != nullptr;
+  QEMB_GATHER_KERNELS(QEMB_FILL_KERNEL)
+#undef QEMB_FILL_KERNEL
+  return complete;
+}
+
+std::vector<KernelSet> build_supported_sets() {
+  std::vector<KernelSet> sets;
+  // Best first: hwy orders targets from the lowest bit, which is the best.
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    KernelSet set;
+    if (make_kernel_set(target, set)) sets.push_back(set);
+  }
+  if (sets.empty()) sets.push_back(scalar_reference_kernels());  // cannot happen on a sane build
+  return sets;
+}
+
+const std::vector<KernelSet>& supported_sets() {
+  static const std::vector<KernelSet> sets = build_supported_sets();
+  return sets;
+}
+
+}  // namespace
+
+const KernelSet& best_kernels() { return supported_sets().front(); }
+
+std::vector<KernelSet> all_supported_kernel_sets() { return supported_sets(); }
+
+const KernelSet* find_kernel_set(std::string_view isa) {
+  for (const KernelSet& set : supported_sets()) {
+    if (isa == set.isa) return &set;
+  }
+  if (isa == scalar_reference_kernels().isa) return &scalar_reference_kernels();
+  return nullptr;
+}
+
+const char* kernel_stem(GatherKernel k) {
+  switch (k) {
+#define QEMB_KERNEL_STEM(name, type) \
+  case GatherKernel::name:           \
+    return #name;
+    QEMB_GATHER_KERNELS(QEMB_KERNEL_STEM)
+#undef QEMB_KERNEL_STEM
+  }
+  return "unknown_kernel";
+}
+
+std::string kernel_name(const KernelSet& set, GatherKernel k) {
+  return std::string(kernel_stem(k)) + "[" + set.isa + "]";
+}
+
+}  // namespace qemb
+#endif  // HWY_ONCE

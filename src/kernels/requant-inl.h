@@ -1,0 +1,103 @@
+// Vector forms of the quantize.h formulas, one copy per Highway target.
+// Each is bit-identical to its scalar counterpart; the comments say why.
+//
+// Included by kernels/gather_kernels.cc once per target (foreach_target.h), so
+// it uses Highway's per-target include guard instead of #pragma once.
+#if defined(QEMB_KERNELS_REQUANT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef QEMB_KERNELS_REQUANT_INL_H_
+#undef QEMB_KERNELS_REQUANT_INL_H_
+#else
+#define QEMB_KERNELS_REQUANT_INL_H_
+#endif
+
+#include "hwy/highway.h"
+#include "qemb/quantize.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace qemb {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// rne(): round half to even, like nearbyintf under the default rounding mode.
+template <class DF>
+HWY_INLINE hn::Vec<DF> RoundHalfEven(DF df, hn::Vec<DF> v) {
+#if HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
+  // Highway 1.0.3's emulated Round adds 0.5 and truncates, which rounds
+  // 0.49999997f up to 1. Adding and removing 2^23 (same sign as v) rounds
+  // exactly once, in the FPU's round-to-nearest-even mode.
+  const auto mantissa_end = hn::Set(df, 8388608.0f);
+  const auto large = hn::CopySignToAbs(mantissa_end, v);
+  const auto rounded = hn::Sub(hn::Add(large, v), large);
+  return hn::IfThenElse(hn::Lt(hn::Abs(v), mantissa_end), rounded, v);  // keeps NaN, huge
+#else
+  (void)df;
+  return hn::Round(v);  // roundps / frintn: round to nearest even
+#endif
+}
+
+// The activation encoding, broadcast once per kernel call.
+template <class DF>
+struct ActivationVec {
+  ActivationVec(DF df, const ActivationEncoding& a)
+      : scale(hn::Set(df, a.scale)),
+        inv_scale(hn::Set(df, inv(a.scale))),
+        zero_point(hn::Set(df, static_cast<float>(a.zero_point))) {}
+  hn::Vec<DF> scale;
+  hn::Vec<DF> inv_scale;
+  hn::Vec<DF> zero_point;
+};
+
+// q16(x) as an integer-valued float in [0, 65535].
+// quantize.h computes clamp(clamp_to_int(rne(x * inv_sa), -2^20, 2^20) + zp,
+// 0, 65535) in int32. Here r + zp is added in float and clamped in float:
+//  - for |r + zp| < 2^24 the float sum is the exact integer;
+//  - beyond the inner ±2^20 clamp (or for ±inf) both forms saturate to the
+//    same end, since 0 <= zp <= 65535 and float rounding is monotone;
+//  - NaN fails `>= 0` and becomes 0, as clamp_to_int maps NaN to -2^20.
+template <class DF>
+HWY_INLINE hn::Vec<DF> Q16(DF df, hn::Vec<DF> x, const ActivationVec<DF>& a) {
+  const auto r = RoundHalfEven(df, hn::Mul(x, a.inv_scale));
+  const auto v = hn::Add(r, a.zero_point);
+  const auto zero = hn::Zero(df);
+  const auto at_least_zero = hn::IfThenElse(hn::Ge(v, zero), v, zero);
+  return hn::Min(at_least_zero, hn::Set(df, 65535.0f));
+}
+
+// dequantize_activation(): s_a * (float)(q16 - zp). v and zp are integers
+// below 2^16, so the float subtraction is exact, as the int one is.
+template <class DF>
+HWY_INLINE hn::Vec<DF> DequantizeQ16(hn::Vec<DF> v, const ActivationVec<DF>& a) {
+  return hn::Mul(a.scale, hn::Sub(v, a.zero_point));
+}
+
+// The legacy pattern's per-tensor intermediate, before the final q16.
+template <class DF>
+struct LegacyVec {
+  LegacyVec(DF df, float max_scale, int qmax)
+      : max_scale(hn::Set(df, max_scale)),
+        inv_max_scale(hn::Set(df, inv(max_scale))),
+        qmax(hn::Set(df, static_cast<float>(qmax))),
+        neg_qmax(hn::Set(df, static_cast<float>(-qmax))) {}
+  hn::Vec<DF> max_scale;
+  hn::Vec<DF> inv_max_scale;
+  hn::Vec<DF> qmax;
+  hn::Vec<DF> neg_qmax;
+};
+
+// s_max * legacy_intermediate(): x is the dequantized weight s_r * q. The
+// clamp runs in float on an integer-valued float with clamp_to_int's order
+// (NaN -> -qmax), so qi is exactly the int8 the scalar code produces.
+template <class DF>
+HWY_INLINE hn::Vec<DF> LegacyRequantized(DF df, hn::Vec<DF> x, const LegacyVec<DF>& l) {
+  (void)df;
+  const auto r = RoundHalfEven(df, hn::Mul(x, l.inv_max_scale));
+  const auto at_least_lo = hn::IfThenElse(hn::Ge(r, l.neg_qmax), r, l.neg_qmax);
+  const auto qi = hn::Min(at_least_lo, l.qmax);
+  return hn::Mul(l.max_scale, qi);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace qemb
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
