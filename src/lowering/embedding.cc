@@ -135,6 +135,15 @@ Result<LoweredEmbedding> lower_embedding(const PcqTable& table, const Activation
                           std::to_string(table.dim) + ")");
   if (options.name.empty())
     return make_error(ErrorCode::kInvalidArgument, "embedding node name is empty");
+  // Checked before make_pcq_weight_tensor reads rows * dim values.
+  if (table.scales.size() != static_cast<size_t>(table.rows) ||
+      table.q.size() != static_cast<size_t>(table.rows * table.dim))
+    return make_error(ErrorCode::kInvalidArgument,
+                      "embedding table is inconsistent: " + std::to_string(table.rows) + " x " +
+                          std::to_string(table.dim) + " needs " + std::to_string(table.rows) +
+                          " scales and " + std::to_string(table.rows * table.dim) +
+                          " values, it has " + std::to_string(table.scales.size()) + " and " +
+                          std::to_string(table.q.size()));
   const std::string& n = options.name;
   const SdkVersion needed = optimized_pattern_min_version();
   const std::string version_text =
@@ -181,6 +190,8 @@ Result<LoweredEmbedding> lower_per_tensor_embedding(const std::vector<int8_t>& q
     return make_error(ErrorCode::kInvalidArgument, "per-tensor table has the wrong size");
   if (bitwidth != 4 && bitwidth != 8)
     return make_error(ErrorCode::kInvalidArgument, "weight bitwidth must be 4 or 8");
+  if (options.name.empty())
+    return make_error(ErrorCode::kInvalidArgument, "embedding node name is empty");
   const std::string& n = options.name;
   Tensor w;
   w.name = n + "_weight";
