@@ -1,0 +1,30 @@
+// Token ids from the command line ("1, 2, 3"), a text file, or a .npy array.
+// Range checks against the vocabulary happen later, at lookup.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qemb/npy.h"
+#include "qemb/status.h"
+
+namespace qemb {
+
+// Integers separated by commas and/or whitespace (newlines included); '#'
+// starts a comment that runs to the end of the line; negative values and a
+// leading '+' are accepted. Empty items (",,", a leading or trailing comma),
+// non-numeric text and values outside int64 are kParseError naming the
+// 0-based item position and the offending text. Empty text gives no ids.
+Result<std::vector<int64_t>> parse_token_list(const std::string& text);
+
+// A .npy file (recognised by its magic bytes; any integer dtype, any rank,
+// flattened in C order; float/bool dtypes are kUnsupported), else a text file
+// read with parse_token_list.
+Result<std::vector<int64_t>> read_token_file(const std::string& path);
+
+// The ids of an integer .npy array, flattened in C order. `name` appears in
+// errors.
+Result<std::vector<int64_t>> tokens_from_npy(const NpyArray& array, const std::string& name);
+
+}  // namespace qemb
