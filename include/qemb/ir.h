@@ -139,7 +139,8 @@ struct Graph {
   void remove_unused_tensors();
   // Human-readable dump: one line per tensor and op.
   std::string dump() const;
-  // Structural checks: every op input/output exists, shapes and dtypes agree.
+  // Structural checks: unique names, every op input/output exists with the
+  // right count, STATIC data sizes and per-axis encodings match the shapes.
   Status check() const;
 };
 

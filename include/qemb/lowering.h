@@ -41,6 +41,12 @@ Result<LoweredEmbedding> lower_embedding(const PcqTable& table, const Activation
                                          const TargetVersion& target,
                                          const EmbeddingLoweringOptions& options);
 
+// The same from an already-quantized weight tensor in storage layout (what
+// make_pcq_weight_tensor builds, or a streaming compile fills row by row).
+Result<LoweredEmbedding> lower_embedding(Tensor weight, const ActivationEncoding& act,
+                                         const TargetVersion& target,
+                                         const EmbeddingLoweringOptions& options);
+
 // A per-tensor (non-PCQ) weight lowers to a single Gather "N" that
 // requantizes into the activation encoding.
 Result<LoweredEmbedding> lower_per_tensor_embedding(const std::vector<int8_t>& q, int64_t rows,

@@ -88,20 +88,27 @@ Op convert(const std::string& name, const std::string& in, const std::string& ou
   return op;
 }
 
-Graph optimized_graph(const PcqTable& table, const ActivationEncoding& act, const std::string& n) {
+Graph optimized_graph(Tensor weight, const ActivationEncoding& act, const std::string& n) {
+  const int64_t rows = weight.shape[0], dim = weight.shape[1];
   Graph g;
-  g.add_tensor(make_pcq_weight_tensor(n + "_weight", table));
+  weight.name = n + "_weight";
+  g.add_tensor(std::move(weight));
   g.add_tensor(indices_tensor(n));
-  g.add_tensor(activation_tensor(n + "_convert", TensorKind::kNative, {table.rows, table.dim}, act));
-  g.add_tensor(activation_tensor(n, TensorKind::kAppRead, {0, table.dim}, act));
+  g.add_tensor(activation_tensor(n + "_convert", TensorKind::kNative, {rows, dim}, act));
+  g.add_tensor(activation_tensor(n, TensorKind::kAppRead, {0, dim}, act));
   g.add_op(convert(n + "_convert", n + "_weight", n + "_convert"));
   g.add_op(gather(n, n + "_convert", n + "_indices", n));
   return g;
 }
 
-Graph legacy_graph(const PcqTable& table, const ActivationEncoding& act, const std::string& n) {
+Graph legacy_graph(Tensor weight, const ActivationEncoding& act, const std::string& n) {
+  const int64_t dim = weight.shape[1];
+  const int bits = weight.encoding.bitwidth;
+  float max_scale = 0.0f;
+  for (float s : weight.encoding.scales) max_scale = std::max(max_scale, s);
   Graph g;
-  g.add_tensor(make_pcq_weight_tensor(n + "_weight", table));
+  weight.name = n + "_weight";
+  g.add_tensor(std::move(weight));
   g.add_tensor(indices_tensor(n));
   // The per-tensor approximation of the per-axis encoding: max scale and max
   // offset (0 for symmetric weights).
@@ -109,10 +116,10 @@ Graph legacy_graph(const PcqTable& table, const ActivationEncoding& act, const s
   inter.name = n + "_intermediate";
   inter.kind = TensorKind::kNative;
   inter.dtype = DataType::kSFixedPoint8;
-  inter.shape = {0, table.dim};
-  inter.encoding = Encoding::per_tensor(table.max_scale(), 0, weight_bits(table.scheme));
+  inter.shape = {0, dim};
+  inter.encoding = Encoding::per_tensor(max_scale, 0, bits);
   g.add_tensor(std::move(inter));
-  g.add_tensor(activation_tensor(n, TensorKind::kAppRead, {0, table.dim}, act));
+  g.add_tensor(activation_tensor(n, TensorKind::kAppRead, {0, dim}, act));
   g.add_op(gather(n + "_intermediate", n + "_weight", n + "_indices", n + "_intermediate"));
   g.add_op(convert(n + "_convert", n + "_intermediate", n));
   return g;
@@ -144,10 +151,28 @@ Result<LoweredEmbedding> lower_embedding(const PcqTable& table, const Activation
                           " scales and " + std::to_string(table.rows * table.dim) +
                           " values, it has " + std::to_string(table.scales.size()) + " and " +
                           std::to_string(table.q.size()));
+  return lower_embedding(make_pcq_weight_tensor("weight", table), act, target, options);
+}
+
+Result<LoweredEmbedding> lower_embedding(Tensor weight, const ActivationEncoding& act,
+                                         const TargetVersion& target,
+                                         const EmbeddingLoweringOptions& options) {
+  if (options.name.empty())
+    return make_error(ErrorCode::kInvalidArgument, "embedding node name is empty");
+  if (weight.kind != TensorKind::kStatic || weight.dtype != DataType::kSFixedPoint8 ||
+      weight.shape.size() != 2 || !weight.encoding.is_per_axis() || weight.encoding.axis != 0 ||
+      (weight.encoding.bitwidth != 4 && weight.encoding.bitwidth != 8))
+    return make_error(ErrorCode::kInvalidArgument,
+                      "the embedding weight must be a STATIC 2-D SFIXED_POINT_8 tensor with a per-axis "
+                      "(axis 0) 4- or 8-bit encoding");
+  if (weight.shape[0] <= 0 || weight.shape[1] <= 0)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "embedding table is empty (" + std::to_string(weight.shape[0]) + " x " +
+                          std::to_string(weight.shape[1]) + ")");
   const std::string& n = options.name;
   const SdkVersion needed = optimized_pattern_min_version();
   const std::string version_text =
-      target.version ? target.version->to_string() + " (" + target.source + ")" : "unknown";
+      target.version ? target.version->to_string() + " [" + target.source + "]" : "unknown";
 
   LoweredEmbedding out;
   switch (options.pattern) {
@@ -175,8 +200,8 @@ Result<LoweredEmbedding> lower_embedding(const PcqTable& table, const Activation
       }
       break;
   }
-  out.graph = out.pattern == Pattern::kOptimized ? optimized_graph(table, act, n)
-                                                 : legacy_graph(table, act, n);
+  out.graph = out.pattern == Pattern::kOptimized ? optimized_graph(std::move(weight), act, n)
+                                                 : legacy_graph(std::move(weight), act, n);
   QEMB_RETURN_IF_ERROR(validate_for_target(out.graph, target.version));
   QEMB_RETURN_IF_ERROR(out.graph.check());
   return out;

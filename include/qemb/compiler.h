@@ -1,0 +1,97 @@
+// The compile pipeline: float table -> PCQ quantization -> lowering chosen by
+// the target SDK -> passes (fold or fuse) -> .qemb artifact.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "qemb/ir.h"
+#include "qemb/lowering.h"
+#include "qemb/quantize.h"
+#include "qemb/sdk_version.h"
+
+namespace qemb {
+
+enum class CompileMode { kMaterialize, kFused, kAuto };
+const char* to_string(CompileMode m);  // "materialize", "fused", "auto"
+Result<CompileMode> parse_compile_mode(const std::string& s);
+inline constexpr uint64_t kDefaultMemoryBudget = 256ull << 20;
+
+struct CompileOptions {
+  std::string tensor;  // empty = detect the embedding by name (DESIGN §4)
+  Scheme scheme = Scheme::k16a4w;
+  Pattern pattern = Pattern::kAuto;
+  std::string qnn_sdk_version;  // empty = discover from QNN_SDK_ROOT
+  // Rows whose float values define the activation range; nullopt = all rows.
+  std::optional<std::vector<int64_t>> calibration_tokens;
+  std::string calibration_source;  // for provenance, e.g. the tokens file
+  CompileMode mode = CompileMode::kAuto;
+  uint64_t memory_budget = kDefaultMemoryBudget;  // auto: fused above this
+  std::string node_name = "embedding";
+  // Threads that quantize rows; 0 = one per core.
+  int threads = 0;
+  // Called now and then from the calling thread while rows are processed
+  // (phase is "scan" or "quantize"); the library itself prints nothing.
+  std::function<void(const char* phase, int64_t rows_done, int64_t rows_total)> progress;
+};
+
+struct CompiledEmbedding {
+  Graph lowered;        // as lowered, before passes
+  Graph runtime_graph;  // after fold/fuse: what the artifact holds
+  Pattern pattern = Pattern::kLegacy;
+  std::string pattern_reason;
+  CompileMode mode = CompileMode::kMaterialize;
+  std::string mode_reason;
+  TargetVersion target;
+  ActivationEncoding act;
+  nlohmann::json metadata;  // provenance written into the artifact
+};
+
+// Where a float table came from, for provenance.
+struct TableSource {
+  std::string file;
+  std::string tensor;
+  std::string dtype;
+};
+
+// The activation encoding from the whole table or from the calibration rows.
+// Ids outside [0, rows) fail, naming the position and value.
+Result<ActivationEncoding> observe_activation(const float* table, int64_t rows, int64_t dim,
+                                              const std::optional<std::vector<int64_t>>& tokens);
+
+// Rejects NaN/Inf (naming row and column) and empty tables.
+Status check_table(const float* table, int64_t rows, int64_t dim);
+
+// Float rows on demand, so a table never has to be in memory whole.
+class RowSource {
+ public:
+  virtual ~RowSource() = default;
+  virtual int64_t rows() const = 0;
+  virtual int64_t dim() const = 0;
+  // Writes rows [begin, end) as float32 into out (row-major). Thread-safe.
+  virtual Status read(int64_t begin, int64_t end, float* out) const = 0;
+  // Hints that rows [begin, end) will not be needed again soon.
+  virtual void release(int64_t begin, int64_t end) const {}
+};
+
+Result<CompiledEmbedding> compile_table(const float* table, int64_t rows, int64_t dim,
+                                        const CompileOptions& options, const TargetVersion& target,
+                                        const TableSource& source = {});
+// The streaming form: two passes over the rows (range and row scales, then
+// quantization), in parallel, holding only a few rows per thread in float.
+Result<CompiledEmbedding> compile_rows(const RowSource& rows, const CompileOptions& options,
+                                       const TargetVersion& target, const TableSource& source = {});
+
+// Reads the checkpoint (safetensors, memory-mapped and streamed), discovers the target SDK version
+// (options.qnn_sdk_version, else QNN_SDK_ROOT), compiles and writes `out_path`
+// atomically. Refuses an output path that is the checkpoint itself.
+Result<CompiledEmbedding> compile_checkpoint(const std::string& checkpoint,
+                                             const CompileOptions& options,
+                                             const std::string& out_path);
+
+}  // namespace qemb

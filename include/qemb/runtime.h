@@ -1,0 +1,64 @@
+// The lookup runtime: maps a .qemb artifact, picks its kernel once, and
+// serves lookups into caller buffers. Depends only on the artifact and kernel
+// layers, never on the compiler side.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "qemb/artifact.h"
+#include "qemb/quantize.h"
+
+namespace qemb {
+
+struct RuntimeOptions {
+  Verify verify = Verify::kFull;
+  // Threads for large batches; 1 = the calling thread only, 0 = one per core.
+  int threads = 1;
+  // Run the scalar reference interpreter instead of the fast kernels.
+  bool reference = false;
+};
+
+class EmbeddingRuntime {
+ public:
+  static Result<std::unique_ptr<EmbeddingRuntime>> load(const std::string& path,
+                                                        const RuntimeOptions& options = {});
+  static Result<std::unique_ptr<EmbeddingRuntime>> from_artifact(LoadedArtifact artifact,
+                                                                 const RuntimeOptions& options = {});
+  ~EmbeddingRuntime();
+  EmbeddingRuntime(const EmbeddingRuntime&) = delete;
+  EmbeddingRuntime& operator=(const EmbeddingRuntime&) = delete;
+
+  int64_t vocab_size() const;
+  int64_t dim() const;
+  ActivationEncoding activation() const;
+
+  // Looks up ids.size() rows into out[ids.size() * dim()]. Every id is checked
+  // first; on an error nothing is written. Thread-safe: one runtime serves
+  // concurrent callers. Never allocates on the fast kernel paths.
+  Status lookup(std::span<const int64_t> ids, uint16_t* out) const;
+  Status lookup(std::span<const int32_t> ids, uint16_t* out) const;
+  // Dequantized output: y = s_a * (q16 - zp_a).
+  Status lookup_dequantized(std::span<const int64_t> ids, float* out) const;
+  Status lookup_dequantized(std::span<const int32_t> ids, float* out) const;
+
+  // The uint16 kernel in use with its instruction set, e.g.
+  // "gather_u16[AVX3]", "requant_gather_s4_u16[AVX2]", or "reference_interpreter".
+  const std::string& kernel_name() const;
+  const std::string& isa() const;
+  int threads() const;
+  const LoadedArtifact& artifact() const;
+
+  struct Impl;
+
+ private:
+  explicit EmbeddingRuntime(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Checks every id against [0, vocab); the error names the position and value.
+Status check_ids(std::span<const int64_t> ids, int64_t vocab);
+
+}  // namespace qemb

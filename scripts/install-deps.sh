@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages qemb builds and tests with (run as root).
+# Pass --test to add what only the test stages need (Chromium for the report
+# test, clang for fuzzing and sanitizers).
+set -euo pipefail
+packages=(cmake ninja-build g++ pkg-config
+          libhwy-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libpthreadpool-dev
+          libgtest-dev libgmock-dev libbenchmark-dev)
+if [[ "${1:-}" == "--test" ]]; then
+  packages+=(chromium clang-14 libclang-rt-14-dev)
+fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

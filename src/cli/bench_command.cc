@@ -1,0 +1,54 @@
+#include <cstdio>
+
+#include "cli/cli.h"
+#include "qemb/bench.h"
+
+namespace qemb::cli {
+
+void add_bench_command(CLI::App& app, Action& run) {
+  struct Flags {
+    std::string artifact, verify = "header";
+    size_t batch = 2048;
+    int threads = 1;
+    bool cold = false, json = false, dequantize = false;
+    double seconds = 0.5;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Measure the artifact's lookup kernel against a memcpy gather in the same run");
+  cmd->add_option("artifact", f->artifact, ".qemb artifact")->required();
+  cmd->add_option("--batch", f->batch, "ids per lookup")->capture_default_str();
+  cmd->add_option("--threads", f->threads, "threads (0 = one per core)")->capture_default_str();
+  cmd->add_flag("--cold", f->cold, "fresh random ids over the whole table (default: a hot set of 1024 ids)");
+  cmd->add_flag("--dequantize", f->dequantize, "float32 output");
+  cmd->add_option("--seconds", f->seconds, "minimum time per measurement")->capture_default_str();
+  cmd->add_option("--verify", f->verify, "checksums to verify on load: full | header")->capture_default_str();
+  cmd->add_flag("--json", f->json, "print one JSON object");
+  cmd->callback([f, &run] {
+    run = [f]() -> Status {
+      RuntimeOptions ro;
+      QEMB_ASSIGN_OR_RETURN(ro.verify, parse_verify(f->verify));
+      ro.threads = f->threads;
+      QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(f->artifact, ro));
+      BenchOptions bo;
+      bo.batch = f->batch;
+      bo.cold = f->cold;
+      bo.dequantize = f->dequantize;
+      bo.min_seconds = f->seconds;
+      QEMB_ASSIGN_OR_RETURN(BenchResult r, run_bench(*rt, bo));
+      if (f->json) {
+        std::printf("%s\n", r.to_json().dump(2).c_str());
+      } else {
+        std::printf("kernel:   %s (%d thread%s, batch %zu, %s, %s output)\n", r.kernel.c_str(), r.threads,
+                    r.threads == 1 ? "" : "s", r.batch, r.cold ? "cold" : "hot", f->dequantize ? "float32" : "uint16");
+        std::printf("kernel:   %.3g rows/s  %.3g GB/s written\n", r.rows_per_s, r.bytes_per_s / 1e9);
+        std::printf("memcpy:   %.3g rows/s  %.3g GB/s (gather of the same %zu stored bytes a row)\n",
+                    r.baseline_rows_per_s, r.baseline_bytes_per_s / 1e9, r.baseline_row_bytes);
+        std::printf("ratio:    %.2fx\n", r.ratio);
+      }
+      return Status::Ok();
+    };
+  });
+}
+
+}  // namespace qemb::cli

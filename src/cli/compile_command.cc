@@ -1,0 +1,110 @@
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "cli/cli.h"
+#include "qemb/compiler.h"
+#include "qemb/tokens.h"
+
+namespace qemb::cli {
+
+Result<std::vector<int64_t>> tokens_from_flags(const std::string& list, const std::string& file) {
+  if (!list.empty() && !file.empty())
+    return make_error(ErrorCode::kInvalidArgument, "give either --tokens or --tokens-file, not both");
+  if (!list.empty()) return parse_token_list(list);
+  if (!file.empty()) return read_token_file(file);
+  return make_error(ErrorCode::kInvalidArgument, "no token ids: pass --tokens 1,2,3 or --tokens-file FILE");
+}
+
+namespace {
+
+// A one-line progress bar on stderr: rows done, rate and time left.
+class ProgressBar {
+ public:
+  void operator()(const char* phase, int64_t done, int64_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (phase != phase_) {
+      phase_ = phase;
+      start_ = now;
+    }
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0;
+    const double left = rate > 0 ? static_cast<double>(total - done) / rate : 0.0;
+    const int width = 30;
+    const int filled = total > 0 ? static_cast<int>(width * done / total) : width;
+    std::fprintf(stderr, "\r%-8s [%.*s%*s] %lld/%lld rows  %.0f rows/s  %.0fs left ", phase, filled,
+                 "##############################", width - filled, "", static_cast<long long>(done),
+                 static_cast<long long>(total), rate, left);
+    if (done == total) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  const char* phase_ = nullptr;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+void add_compile_command(CLI::App& app, Action& run) {
+  struct Flags {
+    std::string checkpoint, tensor, scheme = "16a4w", pattern = "auto", sdk_version, calibration,
+        mode = "auto", out, name = "embedding";
+    uint64_t memory_budget = kDefaultMemoryBudget;
+    bool quiet = false;
+    int threads = 0;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand("compile", "Quantize a checkpoint's embedding into a .qemb artifact");
+  cmd->add_option("checkpoint", f->checkpoint, "safetensors checkpoint")->required();
+  cmd->add_option("--tensor", f->tensor, "embedding tensor name (default: detected by name)");
+  cmd->add_option("--scheme", f->scheme, "16a4w | 16a8w")->capture_default_str();
+  cmd->add_option("--pattern", f->pattern, "auto | optimized | legacy")->capture_default_str();
+  cmd->add_option("--qnn-sdk-version", f->sdk_version,
+                  "target QNN SDK version (default: from QNN_SDK_ROOT)");
+  cmd->add_option("--calibration-tokens", f->calibration,
+                  "token ids whose rows define the activation range (default: the whole table)");
+  cmd->add_option("--mode", f->mode, "materialize | fused | auto")->capture_default_str();
+  cmd->add_option("--memory-budget", f->memory_budget,
+                  "auto mode: fuse when the uint16 table would exceed this many bytes")
+      ->capture_default_str();
+  cmd->add_option("--name", f->name, "node name N of the lowered ops")->capture_default_str();
+  cmd->add_option("-o,--output", f->out, "output .qemb file")->required();
+  cmd->add_option("--threads", f->threads, "threads that quantize rows (0 = one per core)")
+      ->capture_default_str();
+  cmd->add_flag("--quiet", f->quiet, "print nothing on success and no progress bar");
+  cmd->callback([f, &run] {
+    run = [f]() -> Status {
+      CompileOptions o;
+      o.tensor = f->tensor;
+      QEMB_ASSIGN_OR_RETURN(o.scheme, parse_scheme(f->scheme));
+      QEMB_ASSIGN_OR_RETURN(o.pattern, parse_pattern(f->pattern));
+      QEMB_ASSIGN_OR_RETURN(o.mode, parse_compile_mode(f->mode));
+      o.qnn_sdk_version = f->sdk_version;
+      o.memory_budget = f->memory_budget;
+      o.node_name = f->name;
+      o.threads = f->threads;
+      // Progress only for a person watching a terminal.
+      if (!f->quiet && ::isatty(STDERR_FILENO)) o.progress = ProgressBar();
+      if (!f->calibration.empty()) {
+        QEMB_ASSIGN_OR_RETURN(o.calibration_tokens, read_token_file(f->calibration));
+        o.calibration_source = f->calibration;
+      }
+      QEMB_ASSIGN_OR_RETURN(CompiledEmbedding c, compile_checkpoint(f->checkpoint, o, f->out));
+      if (!f->quiet) {
+        std::printf("tensor:  %s [%lld x %lld] %s\n", c.metadata["source"]["tensor"].get<std::string>().c_str(),
+                    static_cast<long long>(c.metadata["vocab_size"].get<int64_t>()),
+                    static_cast<long long>(c.metadata["dim"].get<int64_t>()),
+                    c.metadata["source"]["dtype"].get<std::string>().c_str());
+        std::printf("scheme:  %s\n", to_string(o.scheme));
+        std::printf("pattern: %s (%s)\n", to_string(c.pattern), c.pattern_reason.c_str());
+        std::printf("mode:    %s (%s)\n", to_string(c.mode), c.mode_reason.c_str());
+        std::printf("wrote %s\n", f->out.c_str());
+      }
+      return Status::Ok();
+    };
+  });
+}
+
+}  // namespace qemb::cli

@@ -1,0 +1,34 @@
+#include <cstdio>
+
+#include "cli/cli.h"
+#include "qemb/inspect.h"
+#include "qemb/runtime.h"
+
+namespace qemb::cli {
+
+void add_inspect_command(CLI::App& app, Action& run) {
+  struct Flags {
+    std::string artifact, verify = "full";
+    bool json = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand("inspect", "Describe a .qemb artifact: provenance, graph, kernel");
+  cmd->add_option("artifact", f->artifact, ".qemb artifact")->required();
+  cmd->add_flag("--json", f->json, "print one JSON object");
+  cmd->add_option("--verify", f->verify, "checksums to verify on load: full | header")->capture_default_str();
+  cmd->callback([f, &run] {
+    run = [f]() -> Status {
+      RuntimeOptions options;
+      QEMB_ASSIGN_OR_RETURN(options.verify, parse_verify(f->verify));
+      QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(f->artifact, options));
+      if (f->json) {
+        std::printf("%s\n", describe_artifact(*rt).dump(2).c_str());
+      } else {
+        std::printf("%s", describe_artifact_text(*rt).c_str());
+      }
+      return Status::Ok();
+    };
+  });
+}
+
+}  // namespace qemb::cli

@@ -1,0 +1,139 @@
+#include "qemb/bench.h"
+
+#include <pthreadpool.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace qemb {
+
+nlohmann::json BenchResult::to_json() const {
+  return {{"kernel", kernel},
+          {"isa", isa},
+          {"threads", threads},
+          {"batch", batch},
+          {"cold", cold},
+          {"rows_per_s", rows_per_s},
+          {"bytes_per_s", bytes_per_s},
+          {"baseline_rows_per_s", baseline_rows_per_s},
+          {"baseline_bytes_per_s", baseline_bytes_per_s},
+          {"row_bytes_read", row_bytes_read},
+          {"row_bytes_written", row_bytes_written},
+          {"baseline_row_bytes", baseline_row_bytes},
+          {"ratio", ratio}};
+}
+
+namespace {
+
+struct StoredTable {
+  const uint8_t* data = nullptr;
+  size_t row_bytes = 0;
+};
+
+// The table the runtime graph reads: the first op's STATIC input.
+Result<StoredTable> stored_table(const Graph& g) {
+  for (const Op& op : g.ops) {
+    const Tensor* t = g.find_tensor(op.inputs[0]);
+    if (t && t->kind == TensorKind::kStatic && t->shape.size() == 2)
+      return StoredTable{t->data->data(), row_storage_bytes(t->dtype, t->bitwidth(), t->shape[1])};
+  }
+  return make_error(ErrorCode::kUnsupported, "the artifact has no STATIC table to benchmark");
+}
+
+struct MemcpyGather {
+  StoredTable table;
+  const int64_t* ids;
+  uint8_t* out;
+  static void task(void* ctx, size_t begin, size_t count) {
+    auto* self = static_cast<const MemcpyGather*>(ctx);
+    const size_t rb = self->table.row_bytes;
+    for (size_t i = begin; i < begin + count; ++i)
+      std::memcpy(self->out + i * rb, self->table.data + static_cast<size_t>(self->ids[i]) * rb, rb);
+  }
+};
+
+// Runs `step(batch_index)` until min_seconds pass; returns batches per second.
+template <typename Step>
+double measure(double min_seconds, size_t batches, Step step) {
+  using clock = std::chrono::steady_clock;
+  for (size_t b = 0; b < std::min<size_t>(batches, 4); ++b) step(b);  // warm up
+  size_t iterations = 0;
+  const auto start = clock::now();
+  double elapsed = 0;
+  do {
+    for (int k = 0; k < 16; ++k) step(iterations++ % batches);
+    elapsed = std::chrono::duration<double>(clock::now() - start).count();
+  } while (elapsed < min_seconds);
+  return static_cast<double>(iterations) / elapsed;
+}
+
+}  // namespace
+
+Result<BenchResult> run_bench(const EmbeddingRuntime& runtime, const BenchOptions& options) {
+  if (options.batch == 0) return make_error(ErrorCode::kInvalidArgument, "--batch must be at least 1");
+  QEMB_ASSIGN_OR_RETURN(StoredTable table, stored_table(runtime.artifact().graph));
+  const int64_t vocab = runtime.vocab_size();
+  const size_t dim = static_cast<size_t>(runtime.dim());
+  const size_t batch = options.batch;
+
+  // Cold: enough distinct batches to cycle through ~4x the table or 64M ids,
+  // whichever is smaller; hot: one small id set reused.
+  std::mt19937_64 rng(options.seed);
+  std::vector<int64_t> hot_ids(std::min<size_t>(options.hot_set, static_cast<size_t>(vocab)));
+  for (auto& id : hot_ids) id = static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab));
+  size_t batches = 1;
+  if (options.cold) {
+    const size_t rows_to_touch = std::min<size_t>(4 * static_cast<size_t>(vocab), size_t{1} << 26);
+    batches = std::max<size_t>(1, rows_to_touch / batch);
+  }
+  std::vector<int64_t> ids(batches * batch);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = options.cold ? static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab))
+                          : hot_ids[i % hot_ids.size()];
+
+  BenchResult r;
+  r.kernel = runtime.kernel_name();
+  r.isa = runtime.isa();
+  r.threads = runtime.threads();
+  r.batch = batch;
+  r.cold = options.cold;
+  r.row_bytes_read = table.row_bytes;
+  r.row_bytes_written = dim * (options.dequantize ? 4 : 2);
+  r.baseline_row_bytes = table.row_bytes;
+
+  std::vector<uint16_t> out16(options.dequantize ? 0 : batch * dim);
+  std::vector<float> out32(options.dequantize ? batch * dim : 0);
+  Status failure;
+  const double kernel_batches_per_s = measure(options.min_seconds, batches, [&](size_t b) {
+    std::span<const int64_t> span(ids.data() + b * batch, batch);
+    Status s = options.dequantize ? runtime.lookup_dequantized(span, out32.data())
+                                  : runtime.lookup(span, out16.data());
+    if (!s.ok()) failure = s;
+  });
+  QEMB_RETURN_IF_ERROR(failure);
+
+  pthreadpool_t pool = runtime.threads() > 1 ? pthreadpool_create(static_cast<size_t>(runtime.threads())) : nullptr;
+  std::vector<uint8_t> copy(batch * table.row_bytes);
+  const double baseline_batches_per_s = measure(options.min_seconds, batches, [&](size_t b) {
+    MemcpyGather g{table, ids.data() + b * batch, copy.data()};
+    if (pool && batch >= 128) {
+      pthreadpool_parallelize_1d_tile_1d(pool, &MemcpyGather::task, &g, batch,
+                                         std::max<size_t>(64, batch / (4 * runtime.threads())), 0);
+    } else {
+      MemcpyGather::task(&g, 0, batch);
+    }
+  });
+  if (pool) pthreadpool_destroy(pool);
+
+  r.rows_per_s = kernel_batches_per_s * static_cast<double>(batch);
+  r.bytes_per_s = r.rows_per_s * static_cast<double>(r.row_bytes_written);
+  r.baseline_rows_per_s = baseline_batches_per_s * static_cast<double>(batch);
+  r.baseline_bytes_per_s = r.baseline_rows_per_s * static_cast<double>(table.row_bytes);
+  r.ratio = r.rows_per_s / r.baseline_rows_per_s;
+  return r;
+}
+
+}  // namespace qemb

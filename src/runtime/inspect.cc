@@ -1,0 +1,94 @@
+#include "qemb/inspect.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace qemb {
+
+nlohmann::json encoding_json(const Encoding& e) {
+  using nlohmann::json;
+  switch (e.type) {
+    case Encoding::Type::kNone: return nullptr;
+    case Encoding::Type::kPerTensor:
+      return {{"type", "per_tensor"}, {"bitwidth", e.bitwidth}, {"scale", e.scale}, {"offset", e.offset}};
+    case Encoding::Type::kPerAxis: {
+      json j = {{"type", "per_axis"}, {"axis", e.axis}, {"bitwidth", e.bitwidth}, {"num_scales", e.scales.size()}};
+      if (!e.scales.empty()) {
+        auto [lo, hi] = std::minmax_element(e.scales.begin(), e.scales.end());
+        j["scale_min"] = *lo;
+        j["scale_max"] = *hi;
+      }
+      bool symmetric = std::all_of(e.offsets.begin(), e.offsets.end(), [](int32_t o) { return o == 0; });
+      j["offsets"] = symmetric ? json("all 0") : json(e.offsets);
+      return j;
+    }
+  }
+  return nullptr;
+}
+
+nlohmann::json describe_artifact(const EmbeddingRuntime& runtime) {
+  using nlohmann::json;
+  const LoadedArtifact& a = runtime.artifact();
+  const json& m = a.metadata;
+  auto meta = [&](const char* key) { return m.contains(key) ? m[key] : json(); };
+  json j;
+  j["scheme"] = meta("scheme");
+  j["pattern"] = meta("pattern");
+  j["pattern_reason"] = meta("pattern_reason");
+  j["sdk_version"] = meta("sdk_version");
+  j["sdk_version_source"] = meta("sdk_version_source");
+  j["mode"] = meta("mode");
+  j["mode_reason"] = meta("mode_reason");
+  j["vocab_size"] = runtime.vocab_size();
+  j["dim"] = runtime.dim();
+  j["act_scale"] = runtime.activation().scale;
+  j["act_offset"] = runtime.activation().offset();
+  j["source"] = meta("source");
+  j["calibration"] = meta("calibration");
+  j["kernel"] = runtime.kernel_name();
+  j["isa"] = runtime.isa();
+  j["format_version"] = a.format_version;
+  j["file_size"] = a.file_size;
+  json ops = json::array();
+  for (const Op& op : a.graph.ops) {
+    json o = {{"type", to_string(op.type)}, {"name", op.name}, {"inputs", op.inputs}, {"outputs", op.outputs}};
+    if (op.type == OpType::kGather) o["axis"] = op.axis;
+    if (op.intermediate) o["intermediate_encoding"] = encoding_json(*op.intermediate);
+    ops.push_back(o);
+  }
+  j["ops"] = ops;
+  json tensors = json::array();
+  for (const Tensor& t : a.graph.tensors) {
+    json tj = {{"name", t.name}, {"kind", to_string(t.kind)}, {"dtype", to_string(t.dtype)},
+               {"shape", t.shape}, {"encoding", encoding_json(t.encoding)}};
+    if (t.data) tj["bytes"] = t.data->size();
+    tensors.push_back(tj);
+  }
+  j["tensors"] = tensors;
+  json sections = json::array();
+  for (const SectionInfo& s : a.sections)
+    sections.push_back({{"name", s.name}, {"kind", to_string(s.kind)}, {"offset", s.offset},
+                        {"size", s.size}, {"verified", s.verified}});
+  j["sections"] = sections;
+  return j;
+}
+
+std::string describe_artifact_text(const EmbeddingRuntime& runtime) {
+  const nlohmann::json j = describe_artifact(runtime);
+  auto str = [&](const char* key) { return j[key].is_string() ? j[key].get<std::string>() : j[key].dump(); };
+  std::ostringstream os;
+  os << "scheme:       " << str("scheme") << "\n"
+     << "pattern:      " << str("pattern") << " (" << str("pattern_reason") << ")\n"
+     << "sdk version:  " << (j["sdk_version"].is_null() ? "unknown" : str("sdk_version")) << "\n"
+     << "mode:         " << str("mode") << " (" << str("mode_reason") << ")\n"
+     << "table:        " << runtime.vocab_size() << " x " << runtime.dim() << "\n"
+     << "activation:   scale=" << runtime.activation().scale << " offset=" << runtime.activation().offset() << "\n"
+     << "kernel:       " << runtime.kernel_name() << "\n";
+  if (j["source"].is_object())
+    os << "source:       " << j["source"].value("file", "") << " : " << j["source"].value("tensor", "") << " ("
+       << j["source"].value("dtype", "") << ")\n";
+  os << "runtime graph:\n" << runtime.artifact().graph.dump();
+  return os.str();
+}
+
+}  // namespace qemb

@@ -1,0 +1,123 @@
+#include "runtime/interpreter.h"
+
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "qemb/reference_ops.h"
+
+namespace qemb {
+
+Result<GraphSignature> graph_signature(const Graph& graph) {
+  GraphSignature sig;
+  for (const Tensor& t : graph.tensors) {
+    if (t.kind == TensorKind::kAppWrite) {
+      if (sig.indices) return make_error(ErrorCode::kUnsupported, "the graph has more than one input");
+      if (t.dtype != DataType::kInt32)
+        return make_error(ErrorCode::kUnsupported, "graph input '" + t.name + "' is not INT_32 indices");
+      sig.indices = &t;
+    } else if (t.kind == TensorKind::kAppRead) {
+      if (sig.output) return make_error(ErrorCode::kUnsupported, "the graph has more than one output");
+      if (t.shape.size() != 2 || t.dtype != DataType::kUFixedPoint16 || !t.encoding.is_per_tensor())
+        return make_error(ErrorCode::kUnsupported,
+                          "graph output '" + t.name + "' is not a [N, D] UFIXED_POINT_16 tensor");
+      sig.output = &t;
+    }
+  }
+  if (!sig.indices || !sig.output)
+    return make_error(ErrorCode::kUnsupported, "the graph has no INT_32 input or no output");
+  sig.dim = sig.output->shape[1];
+  // The table is the first op's STATIC input.
+  for (const Op& op : graph.ops) {
+    const Tensor* t = graph.find_tensor(op.inputs[0]);
+    if (t && t->kind == TensorKind::kStatic && t->shape.size() == 2) {
+      sig.vocab = t->shape[0];
+      if (t->shape[1] != sig.dim)
+        return make_error(ErrorCode::kUnsupported, "table width differs from the output width");
+      break;
+    }
+  }
+  if (sig.vocab <= 0 || sig.dim <= 0)
+    return make_error(ErrorCode::kUnsupported, "the graph has no non-empty STATIC [V, D] table");
+  return sig;
+}
+
+namespace {
+
+// A tensor's rows during interpretation: STATIC data in place, or owned.
+struct Value {
+  const uint8_t* data = nullptr;
+  std::vector<uint8_t> owned;
+  int64_t rows = 0;
+};
+
+}  // namespace
+
+Status interpret_graph(const Graph& graph, const GraphSignature& sig,
+                       std::span<const int64_t> ids, uint8_t* out) {
+  std::map<std::string, Value> values;
+  auto lookup = [&](const std::string& name) -> Value* {
+    auto it = values.find(name);
+    if (it != values.end()) return &it->second;
+    const Tensor* t = graph.find_tensor(name);
+    if (t && t->kind == TensorKind::kStatic) {
+      Value& v = values[name];
+      v.data = t->data->data();
+      v.rows = t->shape.empty() ? 1 : t->shape[0];
+      return &v;
+    }
+    return nullptr;
+  };
+  const int64_t dim = sig.dim;
+  const int64_t n = static_cast<int64_t>(ids.size());
+  auto row_bytes = [dim](const Tensor& t) { return row_storage_bytes(t.dtype, t.bitwidth(), dim); };
+
+  for (const Op& op : graph.ops) {
+    const Tensor& out_t = *graph.find_tensor(op.outputs[0]);
+    const Tensor& in_t = *graph.find_tensor(op.inputs[0]);
+    Value* in = lookup(op.inputs[0]);
+    if (in == nullptr)
+      return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' reads a tensor never produced");
+    Value result;
+    const size_t in_rb = row_bytes(in_t), out_rb = row_bytes(out_t);
+    if (op.type == OpType::kConvert) {
+      result.rows = in->rows;
+      result.owned.assign(out_rb * static_cast<size_t>(in->rows), 0);
+      for (int64_t r = 0; r < in->rows; ++r)
+        requantize_row(in->data + r * in_rb, in_t, r, result.owned.data() + r * out_rb, out_t, r, dim);
+    } else {
+      if (op.inputs[1] != sig.indices->name || op.axis != 0)
+        return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' is not a gather of the input ids");
+      result.rows = n;
+      result.owned.assign(out_rb * static_cast<size_t>(n), 0);
+      Tensor inter;
+      std::vector<uint8_t> inter_row;
+      if (op.intermediate) {
+        inter.dtype = in_t.dtype;
+        inter.encoding = *op.intermediate;
+        inter_row.assign(row_bytes(inter), 0);
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t r = ids[static_cast<size_t>(i)];
+        const uint8_t* src = in->data + r * in_rb;
+        uint8_t* dst = result.owned.data() + i * out_rb;
+        if (op.type == OpType::kRequantGather && op.intermediate) {
+          requantize_row(src, in_t, r, inter_row.data(), inter, 0, dim);
+          requantize_row(inter_row.data(), inter, 0, dst, out_t, i, dim);
+        } else {
+          requantize_row(src, in_t, r, dst, out_t, i, dim);
+        }
+      }
+    }
+    result.data = result.owned.data();
+    values[op.outputs[0]] = std::move(result);
+    values[op.outputs[0]].data = values[op.outputs[0]].owned.data();
+  }
+  Value* final_value = lookup(sig.output->name);
+  if (final_value == nullptr || final_value->rows != n)
+    return make_error(ErrorCode::kUnsupported, "the graph never writes its output");
+  std::memcpy(out, final_value->data, static_cast<size_t>(n) * row_bytes(*sig.output));
+  return Status::Ok();
+}
+
+}  // namespace qemb

@@ -1,0 +1,294 @@
+#include "qemb/runtime.h"
+
+#include <pthreadpool.h>
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "qemb/kernels.h"
+#include "runtime/interpreter.h"
+
+namespace qemb {
+
+// How an artifact's runtime graph is executed, decided once at load.
+struct ExecutionPlan {
+  enum class Kind { kMaterialized, kRequant, kInterpreted };
+  Kind kind = Kind::kInterpreted;
+  const uint16_t* table = nullptr;  // kMaterialized
+  RequantGatherParams requant;      // kRequant
+  GatherKernel u16_kernel = GatherKernel::gather_u16;
+  GatherKernel f32_kernel = GatherKernel::gather_u16_f32;
+  ActivationEncoding act;
+};
+
+struct EmbeddingRuntime::Impl {
+  LoadedArtifact artifact;
+  GraphSignature sig;
+  ExecutionPlan plan;
+  const KernelSet* kernels = nullptr;
+  std::string kernel_name;
+  std::string isa;
+  int threads = 1;
+  pthreadpool_t pool = nullptr;
+
+  ~Impl() {
+    if (pool) pthreadpool_destroy(pool);
+  }
+};
+
+namespace {
+
+bool symmetric_per_axis_weight(const Tensor* t) {
+  if (t == nullptr || t->kind != TensorKind::kStatic || t->dtype != DataType::kSFixedPoint8 ||
+      !t->encoding.is_per_axis() || t->encoding.axis != 0 || t->shape.size() != 2)
+    return false;
+  return std::all_of(t->encoding.offsets.begin(), t->encoding.offsets.end(),
+                     [](int32_t o) { return o == 0; });
+}
+
+ActivationEncoding act_of(const Tensor& out) {
+  ActivationEncoding a;
+  a.scale = out.encoding.scale;
+  a.zero_point = -out.encoding.offset;
+  return a;
+}
+
+// The legacy intermediate is the kernels' model only when it is the max-scale,
+// zero-offset, same-bitwidth per-tensor approximation.
+bool legacy_intermediate_matches(const Encoding& inter, const Tensor& weight) {
+  if (!inter.is_per_tensor() || inter.offset != 0 || inter.bitwidth != weight.bitwidth()) return false;
+  float max_scale = 0.0f;
+  for (float s : weight.encoding.scales) max_scale = std::max(max_scale, s);
+  return inter.scale == max_scale;
+}
+
+void set_requant(ExecutionPlan& plan, const Tensor& weight, bool legacy, float max_scale) {
+  const bool s4 = weight.bitwidth() == 4;
+  plan.kind = ExecutionPlan::Kind::kRequant;
+  plan.requant.weights = weight.data->data();
+  plan.requant.row_scales = weight.encoding.scales.data();
+  plan.requant.dim = static_cast<size_t>(weight.shape[1]);
+  plan.requant.act = plan.act;
+  plan.requant.max_scale = max_scale;
+  if (legacy) {
+    plan.u16_kernel = s4 ? GatherKernel::legacy_gather_s4_u16 : GatherKernel::legacy_gather_s8_u16;
+    plan.f32_kernel = s4 ? GatherKernel::legacy_gather_s4_f32 : GatherKernel::legacy_gather_s8_f32;
+  } else {
+    plan.u16_kernel = s4 ? GatherKernel::requant_gather_s4_u16 : GatherKernel::requant_gather_s8_u16;
+    plan.f32_kernel = s4 ? GatherKernel::requant_gather_s4_f32 : GatherKernel::requant_gather_s8_f32;
+  }
+}
+
+// Recognises the three runtime graph shapes the kernels implement; anything
+// else runs on the reference interpreter.
+ExecutionPlan plan_for(const Graph& g, const GraphSignature& sig) {
+  ExecutionPlan plan;
+  plan.act = act_of(*sig.output);
+  if (sig.output->encoding.offset > 0 || sig.output->encoding.offset < -65535) return plan;
+  const auto& ops = g.ops;
+  if (ops.size() == 1 && ops[0].type == OpType::kGather) {
+    const Tensor* table = g.find_tensor(ops[0].inputs[0]);
+    if (table && table->kind == TensorKind::kStatic && table->dtype == DataType::kUFixedPoint16 &&
+        table->encoding == sig.output->encoding && table->shape.size() == 2) {
+      plan.kind = ExecutionPlan::Kind::kMaterialized;
+      plan.table = reinterpret_cast<const uint16_t*>(table->data->data());
+    }
+    return plan;
+  }
+  if (ops.size() == 1 && ops[0].type == OpType::kRequantGather) {
+    const Tensor* w = g.find_tensor(ops[0].inputs[0]);
+    if (!symmetric_per_axis_weight(w)) return plan;
+    if (!ops[0].intermediate) {
+      set_requant(plan, *w, false, 0.0f);
+    } else if (legacy_intermediate_matches(*ops[0].intermediate, *w)) {
+      set_requant(plan, *w, true, ops[0].intermediate->scale);
+    }
+    return plan;
+  }
+  if (ops.size() == 2 && ops[0].type == OpType::kGather && ops[1].type == OpType::kConvert &&
+      ops[1].inputs[0] == ops[0].outputs[0]) {
+    // The legacy pattern as lowered: Gather into the per-tensor intermediate, then Convert.
+    const Tensor* w = g.find_tensor(ops[0].inputs[0]);
+    const Tensor* inter = g.find_tensor(ops[0].outputs[0]);
+    if (symmetric_per_axis_weight(w) && inter && inter->dtype == DataType::kSFixedPoint8 &&
+        legacy_intermediate_matches(inter->encoding, *w))
+      set_requant(plan, *w, true, inter->encoding.scale);
+  }
+  return plan;
+}
+
+Error id_error(int64_t id, size_t position, int64_t vocab) {
+  return make_error(ErrorCode::kOutOfRange,
+                    "token id " + std::to_string(id) + " at position " + std::to_string(position) +
+                        (id < 0 ? " is negative" : " is past the last row") + "; ids must be in [0, " +
+                        std::to_string(vocab) + ")");
+}
+
+// Rows per task; below this a batch stays on the calling thread.
+constexpr size_t kMinRowsPerTask = 64;
+constexpr size_t kMinValuesForThreads = 1 << 16;
+
+template <typename Out>
+struct KernelCall {
+  const ExecutionPlan* plan;
+  const KernelSet* kernels;
+  const int64_t* ids;
+  Out* out;
+  size_t dim;
+
+  void run(size_t begin, size_t count) const {
+    const int64_t* id = ids + begin;
+    Out* o = out + begin * dim;
+    if constexpr (std::is_same_v<Out, uint16_t>) {
+      if (plan->kind == ExecutionPlan::Kind::kMaterialized) {
+        kernels->gather_u16(plan->table, dim, id, count, o);
+      } else {
+        requant_u16(plan->u16_kernel)(plan->requant, id, count, o);
+      }
+    } else {
+      if (plan->kind == ExecutionPlan::Kind::kMaterialized) {
+        kernels->gather_u16_f32(plan->table, dim, plan->act, id, count, o);
+      } else {
+        requant_f32(plan->f32_kernel)(plan->requant, id, count, o);
+      }
+    }
+  }
+  RequantGatherU16Fn requant_u16(GatherKernel k) const {
+    switch (k) {
+      case GatherKernel::requant_gather_s4_u16: return kernels->requant_gather_s4_u16;
+      case GatherKernel::requant_gather_s8_u16: return kernels->requant_gather_s8_u16;
+      case GatherKernel::legacy_gather_s4_u16: return kernels->legacy_gather_s4_u16;
+      default: return kernels->legacy_gather_s8_u16;
+    }
+  }
+  RequantGatherF32Fn requant_f32(GatherKernel k) const {
+    switch (k) {
+      case GatherKernel::requant_gather_s4_f32: return kernels->requant_gather_s4_f32;
+      case GatherKernel::requant_gather_s8_f32: return kernels->requant_gather_s8_f32;
+      case GatherKernel::legacy_gather_s4_f32: return kernels->legacy_gather_s4_f32;
+      default: return kernels->legacy_gather_s8_f32;
+    }
+  }
+  static void task(void* ctx, size_t begin, size_t count) {
+    static_cast<const KernelCall*>(ctx)->run(begin, count);
+  }
+};
+
+template <typename Out>
+Status run_checked(const EmbeddingRuntime::Impl& impl, std::span<const int64_t> ids, Out* out) {
+  const size_t n = ids.size();
+  const size_t dim = static_cast<size_t>(impl.sig.dim);
+  if (n == 0) return Status::Ok();
+  if (impl.plan.kind == ExecutionPlan::Kind::kInterpreted) {
+    if constexpr (std::is_same_v<Out, uint16_t>) {
+      return interpret_graph(impl.artifact.graph, impl.sig, ids, reinterpret_cast<uint8_t*>(out));
+    } else {
+      std::vector<uint16_t> q(n * dim);
+      QEMB_RETURN_IF_ERROR(
+          interpret_graph(impl.artifact.graph, impl.sig, ids, reinterpret_cast<uint8_t*>(q.data())));
+      for (size_t i = 0; i < q.size(); ++i) out[i] = dequantize_activation(q[i], impl.plan.act);
+      return Status::Ok();
+    }
+  }
+  KernelCall<Out> call{&impl.plan, impl.kernels, ids.data(), out, dim};
+  if (impl.pool == nullptr || n < 2 * kMinRowsPerTask || n * dim < kMinValuesForThreads) {
+    call.run(0, n);  // small batches (a decode step) never leave the calling thread
+    return Status::Ok();
+  }
+  const size_t tasks = static_cast<size_t>(impl.threads) * 4;
+  const size_t tile = std::max(kMinRowsPerTask, (n + tasks - 1) / tasks);
+  pthreadpool_parallelize_1d_tile_1d(impl.pool, &KernelCall<Out>::task, &call, n, tile,
+                                     0);
+  return Status::Ok();
+}
+
+template <typename Out>
+Status run_int32(const EmbeddingRuntime::Impl& impl, std::span<const int32_t> ids, Out* out) {
+  // Widen in fixed chunks on the stack: no allocation on the hot path.
+  constexpr size_t kChunk = 1024;
+  int64_t wide[kChunk];
+  const size_t dim = static_cast<size_t>(impl.sig.dim);
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= impl.sig.vocab) return id_error(ids[i], i, impl.sig.vocab);
+  for (size_t begin = 0; begin < ids.size(); begin += kChunk) {
+    const size_t count = std::min(kChunk, ids.size() - begin);
+    for (size_t i = 0; i < count; ++i) wide[i] = ids[begin + i];
+    QEMB_RETURN_IF_ERROR(run_checked(impl, std::span<const int64_t>(wide, count), out + begin * dim));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status check_ids(std::span<const int64_t> ids, int64_t vocab) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) return id_error(ids[i], i, vocab);
+  }
+  return Status::Ok();
+}
+
+EmbeddingRuntime::EmbeddingRuntime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+EmbeddingRuntime::~EmbeddingRuntime() = default;
+
+Result<std::unique_ptr<EmbeddingRuntime>> EmbeddingRuntime::load(const std::string& path,
+                                                                 const RuntimeOptions& options) {
+  QEMB_ASSIGN_OR_RETURN(LoadedArtifact artifact, load_artifact(path, options.verify));
+  return from_artifact(std::move(artifact), options);
+}
+
+Result<std::unique_ptr<EmbeddingRuntime>> EmbeddingRuntime::from_artifact(
+    LoadedArtifact artifact, const RuntimeOptions& options) {
+  if (options.threads < 0)
+    return make_error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per core)");
+  auto impl = std::make_unique<Impl>();
+  impl->artifact = std::move(artifact);
+  QEMB_ASSIGN_OR_RETURN(impl->sig, graph_signature(impl->artifact.graph));
+  impl->plan = options.reference ? ExecutionPlan{} : plan_for(impl->artifact.graph, impl->sig);
+  impl->plan.act = act_of(*impl->sig.output);
+  if (impl->plan.kind == ExecutionPlan::Kind::kInterpreted) {
+    impl->kernel_name = "reference_interpreter";
+    impl->isa = "SCALAR";
+  } else {
+    impl->kernels = &best_kernels();
+    impl->isa = impl->kernels->isa;
+    impl->kernel_name = qemb::kernel_name(*impl->kernels, impl->plan.u16_kernel);
+  }
+  impl->threads = options.threads == 0
+                      ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
+                      : options.threads;
+  if (impl->threads > 1 && impl->plan.kind != ExecutionPlan::Kind::kInterpreted) {
+    impl->pool = pthreadpool_create(static_cast<size_t>(impl->threads));
+    if (impl->pool == nullptr)
+      return make_error(ErrorCode::kInternal, "could not start " + std::to_string(impl->threads) + " threads");
+  }
+  return std::unique_ptr<EmbeddingRuntime>(new EmbeddingRuntime(std::move(impl)));
+}
+
+int64_t EmbeddingRuntime::vocab_size() const { return impl_->sig.vocab; }
+int64_t EmbeddingRuntime::dim() const { return impl_->sig.dim; }
+ActivationEncoding EmbeddingRuntime::activation() const { return impl_->plan.act; }
+const std::string& EmbeddingRuntime::kernel_name() const { return impl_->kernel_name; }
+const std::string& EmbeddingRuntime::isa() const { return impl_->isa; }
+int EmbeddingRuntime::threads() const { return impl_->threads; }
+const LoadedArtifact& EmbeddingRuntime::artifact() const { return impl_->artifact; }
+
+Status EmbeddingRuntime::lookup(std::span<const int64_t> ids, uint16_t* out) const {
+  QEMB_RETURN_IF_ERROR(check_ids(ids, impl_->sig.vocab));
+  return run_checked(*impl_, ids, out);
+}
+
+Status EmbeddingRuntime::lookup(std::span<const int32_t> ids, uint16_t* out) const {
+  return run_int32(*impl_, ids, out);
+}
+
+Status EmbeddingRuntime::lookup_dequantized(std::span<const int64_t> ids, float* out) const {
+  QEMB_RETURN_IF_ERROR(check_ids(ids, impl_->sig.vocab));
+  return run_checked(*impl_, ids, out);
+}
+
+Status EmbeddingRuntime::lookup_dequantized(std::span<const int32_t> ids, float* out) const {
+  return run_int32(*impl_, ids, out);
+}
+
+}  // namespace qemb

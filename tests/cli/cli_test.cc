@@ -1,0 +1,161 @@
+// The command line end to end: each documented form, its output, and bad
+// input giving a clear message, a non-zero exit code and no output file.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "qemb/npy.h"
+#include "qemb/safetensors.h"
+#include "support/test_util.h"
+
+namespace qemb {
+namespace {
+
+using qemb::testing::run_command;
+using qemb::testing::TempDir;
+
+const std::string kQemb = QEMB_CLI_PATH;
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ckpt_ = dir_.file("model.safetensors");
+    auto table = qemb::testing::spread_table(40, 6, 9);
+    std::vector<uint8_t> bytes(table.size() * 4);
+    std::memcpy(bytes.data(), table.data(), bytes.size());
+    std::vector<uint8_t> norm(6 * 4, 0);
+    std::vector<uint8_t> three_d(2 * 2 * 2 * 4, 0);
+    ASSERT_TRUE(write_safetensors(ckpt_, {},
+                                  {{"model.embed_tokens.weight", "F32", {40, 6}, bytes},
+                                   {"model.norm.weight", "F32", {6}, norm},
+                                   {"model.cube", "F32", {2, 2, 2}, three_d}})
+                    .ok());
+  }
+  std::string q(const std::string& args) const { return kQemb + " " + args; }
+  TempDir dir_;
+  std::string ckpt_;
+};
+
+TEST_F(Cli, CompilePrintsThePatternAndWhy) {
+  auto r = run_command(q("compile " + ckpt_ + " --qnn-sdk-version 2.37 -o " + dir_.file("a.qemb")));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("pattern: legacy (target SDK 2.37"), std::string::npos) << r.out;
+  r = run_command(q("compile " + ckpt_ + " --qnn-sdk-version 2.48 --scheme 16a8w -o " + dir_.file("b.qemb")));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("pattern: optimized (target SDK 2.48"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, InspectJsonHasTheDocumentedKeys) {
+  ASSERT_EQ(run_command(q("compile " + ckpt_ + " --qnn-sdk-version 2.48 -o " + dir_.file("a.qemb"))).exit_code, 0);
+  auto r = run_command(q("inspect " + dir_.file("a.qemb") + " --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"scheme", "pattern", "pattern_reason", "sdk_version", "vocab_size", "dim", "act_scale",
+                          "act_offset", "ops", "tensors", "kernel", "isa"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["scheme"], "16a4w");
+  EXPECT_EQ(j["pattern"], "optimized");
+  EXPECT_EQ(j["sdk_version"], "2.48");
+  EXPECT_EQ(j["vocab_size"], 40);
+  EXPECT_EQ(j["dim"], 6);
+  ASSERT_EQ(j["ops"].size(), 1u);
+  EXPECT_EQ(j["ops"][0]["type"], "Gather");
+  EXPECT_EQ(j["ops"][0]["name"], "embedding");
+  EXPECT_EQ(j["ops"][0]["inputs"], nlohmann::json({"embedding_convert", "embedding_indices"}));
+  for (const auto& t : j["tensors"])
+    for (const char* key : {"name", "kind", "dtype", "shape", "encoding"}) EXPECT_TRUE(t.contains(key)) << key;
+}
+
+TEST_F(Cli, RunWritesNpyOfTheRightShapeAndType) {
+  const std::string art = dir_.file("a.qemb");
+  ASSERT_EQ(run_command(q("compile " + ckpt_ + " --qnn-sdk-version 2.48 -o " + art)).exit_code, 0);
+  auto r = run_command(q("run " + art + " --tokens 1,2,39 -o " + dir_.file("u.npy")));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto u = read_npy(dir_.file("u.npy"));
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->dtype, "<u2");
+  EXPECT_EQ(u->shape, (std::vector<int64_t>{3, 6}));
+  r = run_command(q("run " + art + " --tokens 1,2,39 --dequantize -o " + dir_.file("f.npy")));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto f = read_npy(dir_.file("f.npy"));
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->dtype, "<f4");
+  EXPECT_EQ(f->shape, (std::vector<int64_t>{3, 6}));
+  r = run_command(q("run " + art + " --tokens 3"));
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out.rfind("3:", 0), 0u) << r.out;
+}
+
+TEST_F(Cli, OutOfRangeIdFailsAndLeavesNoFile) {
+  const std::string art = dir_.file("a.qemb");
+  ASSERT_EQ(run_command(q("compile " + ckpt_ + " --qnn-sdk-version 2.48 -o " + art)).exit_code, 0);
+  auto r = run_command(q("run " + art + " --tokens 0,40 -o " + dir_.file("o.npy")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("token id 40 at position 1"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("o.npy")));
+  r = run_command(q("run " + art + " --tokens -3 -o " + dir_.file("o.npy")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("token id -3 at position 0 is negative"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("o.npy")));
+}
+
+TEST_F(Cli, FailedRunNeverClobbersAnExistingOutput) {
+  const std::string art = dir_.file("a.qemb");
+  ASSERT_EQ(run_command(q("compile " + ckpt_ + " --qnn-sdk-version 2.48 -o " + art)).exit_code, 0);
+  const std::string out = dir_.file("keep.npy");
+  { std::ofstream(out) << "precious"; }
+  auto r = run_command(q("run " + art + " --tokens 99 -o " + out));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(qemb::testing::read_text(out), "precious");
+}
+
+TEST_F(Cli, ForcedOptimizedOnOldSdkIsRejected) {
+  auto r = run_command(q("compile " + ckpt_ + " --pattern optimized --qnn-sdk-version 2.37 -o " + dir_.file("a.qemb")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("embedding_convert"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("needs QNN SDK >= 2.48, but the target is 2.37"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("a.qemb")));
+}
+
+TEST_F(Cli, BadCheckpointInputsGiveClearErrors) {
+  struct Bad {
+    std::string args, message;
+  } cases[] = {
+      {"--tensor nope", "model.embed_tokens.weight"},
+      {"--tensor model.cube", "[2, 2, 2]"},
+      {"--scheme 16a3w", "unknown scheme '16a3w'"},
+      {"--pattern fastest", "unknown pattern 'fastest'"},
+      {"--qnn-sdk-version 2.x", "2.x"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_command(q("compile " + ckpt_ + " " + c.args + " -o " + dir_.file("x.qemb")));
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << ": " << r.out;
+    EXPECT_FALSE(std::filesystem::exists(dir_.file("x.qemb"))) << c.args;
+  }
+  { std::ofstream(dir_.file("junk.safetensors")) << "\x10\0\0\0\0\0\0\0{not json!!!!!!}"; }
+  auto r = run_command(q("compile " + dir_.file("junk.safetensors") + " -o " + dir_.file("x.qemb")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("qemb: error: parse error"), std::string::npos) << r.out;
+  std::vector<uint8_t> i8(40 * 6, 1);
+  ASSERT_TRUE(write_safetensors(dir_.file("i8.safetensors"), {}, {{"wte.weight", "I8", {40, 6}, i8}}).ok());
+  r = run_command(q("compile " + dir_.file("i8.safetensors") + " -o " + dir_.file("x.qemb")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("I8"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("x.qemb")));
+}
+
+TEST_F(Cli, CorruptArtifactIsRefused) {
+  const std::string art = dir_.file("a.qemb");
+  ASSERT_EQ(run_command(q("compile " + ckpt_ + " --qnn-sdk-version 2.48 -o " + art)).exit_code, 0);
+  std::filesystem::resize_file(art, std::filesystem::file_size(art) - 10);
+  auto r = run_command(q("run " + art + " --tokens 1"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("qemb: error: corrupt"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace qemb
