@@ -42,15 +42,34 @@ HWY_INLINE void PrefetchRow(const uint8_t* row, size_t row_bytes) {
 // ---------------------------------------------------------------------------
 // Materialized gathers over the uint16 table.
 
+// Copies one row. Short rows are copied with whole vectors (the last one
+// overlapping the previous) instead of a memcpy call, whose size dispatch
+// costs as much as the copy itself; long rows go to memcpy.
+HWY_INLINE void CopyRow(const uint8_t* HWY_RESTRICT src, size_t bytes, uint8_t* HWY_RESTRICT dst) {
+#if HWY_TARGET != HWY_SCALAR
+  const hn::ScalableTag<uint8_t> d8;
+  const size_t N = hn::Lanes(d8);
+  constexpr size_t kMaxInlineBytes = 1024;
+  if (bytes >= N && bytes <= kMaxInlineBytes) {
+    size_t k = 0;
+    for (; k + N <= bytes; k += N) hn::StoreU(hn::LoadU(d8, src + k), d8, dst + k);
+    if (k < bytes) hn::StoreU(hn::LoadU(d8, src + bytes - N), d8, dst + bytes - N);
+    return;
+  }
+#endif
+  std::memcpy(dst, src, bytes);
+}
+
 void gather_u16(const uint16_t* table, size_t dim, const int64_t* ids, size_t n,
                 uint16_t* out) {
   const size_t row_bytes = dim * sizeof(uint16_t);
   const uint8_t* base = reinterpret_cast<const uint8_t*>(table);
+  uint8_t* out_bytes = reinterpret_cast<uint8_t*>(out);
   for (size_t i = 0; i < n; ++i) {
     if (i + kPrefetchRows < n) {
       PrefetchRow(base + static_cast<size_t>(ids[i + kPrefetchRows]) * row_bytes, row_bytes);
     }
-    std::memcpy(out + i * dim, table + static_cast<size_t>(ids[i]) * dim, row_bytes);
+    CopyRow(base + static_cast<size_t>(ids[i]) * row_bytes, row_bytes, out_bytes + i * row_bytes);
   }
 }
 
@@ -116,7 +135,7 @@ HWY_INLINE void RequantGatherS8(const RequantGatherParams& p, const int64_t* ids
       if constexpr (kLegacy) x = LegacyRequantized(df, x, legacy);
       const auto v = Q16(df, x, a);
       if constexpr (sizeof(Out) == sizeof(uint16_t)) {
-        hn::StoreU(hn::DemoteTo(du16, hn::ConvertTo(di, v)), du16, o + j);
+        hn::StoreU(hn::TruncateTo(du16, Q16Bits(df, v)), du16, o + j);
       } else {
         hn::StoreU(DequantizeQ16(v, a), df, o + j);
       }
@@ -172,7 +191,6 @@ template <bool kLegacy>
 HWY_INLINE void BuildNibbleLut(float row_scale, const ActivationVec<LutTag>& a,
                                const LegacyVec<LutTag>& legacy, NibbleLut& lut) {
   const LutTag df;
-  const hn::RebindToSigned<LutTag> di;
   const hn::Rebind<uint8_t, LutTag> du8;
   const hn::Rebind<uint16_t, LutTag> du16;
   const size_t NF = hn::Lanes(df);
@@ -180,10 +198,10 @@ HWY_INLINE void BuildNibbleLut(float row_scale, const ActivationVec<LutTag>& a,
   for (size_t k = 0; k < 16; k += NF) {
     auto x = hn::Mul(s, hn::Load(df, kNibbleValues + k));  // the dequantized weight s_r * q
     if constexpr (kLegacy) x = LegacyRequantized(df, x, legacy);
-    const auto v = hn::ConvertTo(di, Q16(df, x, a));  // exact: an integer in [0, 65535]
-    hn::StoreU(hn::DemoteTo(du16, v), du16, lut.u16 + k);
-    hn::StoreU(hn::DemoteTo(du8, hn::And(v, hn::Set(di, 0xFF))), du8, lut.lo + k);
-    hn::StoreU(hn::DemoteTo(du8, hn::ShiftRight<8>(v)), du8, lut.hi + k);
+    const auto bits = Q16Bits(df, Q16(df, x, a));  // low 16 bits: the output
+    hn::StoreU(hn::TruncateTo(du16, bits), du16, lut.u16 + k);
+    hn::StoreU(hn::TruncateTo(du8, bits), du8, lut.lo + k);
+    hn::StoreU(hn::TruncateTo(du8, hn::ShiftRight<8>(bits)), du8, lut.hi + k);
   }
 }
 

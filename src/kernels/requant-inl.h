@@ -47,20 +47,38 @@ struct ActivationVec {
   hn::Vec<DF> zero_point;
 };
 
+// max(v, lo) where NaN yields lo, as clamp_to_int's `!(r >= lo)` test does.
+template <class DF>
+HWY_INLINE hn::Vec<DF> MaxOrLowerIfNaN(hn::Vec<DF> v, hn::Vec<DF> lo) {
+#if HWY_ARCH_X86
+  // maxps returns its second operand when either is NaN: one instruction.
+  return hn::Max(v, lo);
+#else
+  return hn::IfThenElse(hn::Ge(v, lo), v, lo);
+#endif
+}
+
 // q16(x) as an integer-valued float in [0, 65535].
 // quantize.h computes clamp(clamp_to_int(rne(x * inv_sa), -2^20, 2^20) + zp,
 // 0, 65535) in int32. Here r + zp is added in float and clamped in float:
 //  - for |r + zp| < 2^24 the float sum is the exact integer;
 //  - beyond the inner ±2^20 clamp (or for ±inf) both forms saturate to the
 //    same end, since 0 <= zp <= 65535 and float rounding is monotone;
-//  - NaN fails `>= 0` and becomes 0, as clamp_to_int maps NaN to -2^20.
+//  - NaN becomes 0, as clamp_to_int maps NaN to -2^20.
 template <class DF>
 HWY_INLINE hn::Vec<DF> Q16(DF df, hn::Vec<DF> x, const ActivationVec<DF>& a) {
   const auto r = RoundHalfEven(df, hn::Mul(x, a.inv_scale));
   const auto v = hn::Add(r, a.zero_point);
-  const auto zero = hn::Zero(df);
-  const auto at_least_zero = hn::IfThenElse(hn::Ge(v, zero), v, zero);
-  return hn::Min(at_least_zero, hn::Set(df, 65535.0f));
+  return hn::Min(MaxOrLowerIfNaN<DF>(v, hn::Zero(df)), hn::Set(df, 65535.0f));
+}
+
+// The bits of v + 2^23 for an integer-valued v in [0, 65535]: the sum is
+// exact and its low 16 bits are v, so truncating gives the uint16 (cheaper
+// than a float->int conversion with its out-of-range fix-up).
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Q16Bits(DF df, hn::Vec<DF> v) {
+  const hn::RebindToUnsigned<DF> du;
+  return hn::BitCast(du, hn::Add(v, hn::Set(df, 8388608.0f)));
 }
 
 // dequantize_activation(): s_a * (float)(q16 - zp). v and zp are integers
@@ -91,8 +109,7 @@ template <class DF>
 HWY_INLINE hn::Vec<DF> LegacyRequantized(DF df, hn::Vec<DF> x, const LegacyVec<DF>& l) {
   (void)df;
   const auto r = RoundHalfEven(df, hn::Mul(x, l.inv_max_scale));
-  const auto at_least_lo = hn::IfThenElse(hn::Ge(r, l.neg_qmax), r, l.neg_qmax);
-  const auto qi = hn::Min(at_least_lo, l.qmax);
+  const auto qi = hn::Min(MaxOrLowerIfNaN<DF>(r, l.neg_qmax), l.qmax);
   return hn::Mul(l.max_scale, qi);
 }
 
