@@ -2,6 +2,8 @@
 // on without downloading anything:
 //
 //   qemb_make_example OUT.safetensors
+//   qemb_make_example --rows R --dim D OUT.safetensors   (a large BF16 table only,
+//                                                        for compile benchmarks)
 //
 // The embedding rows have log-normally spread scales, as in real checkpoints
 // (rare tokens have small rows), so the legacy per-tensor approximation
@@ -9,12 +11,14 @@
 // Uses its own PRNG and Box-Muller so the bytes do not depend on the C++
 // library's distributions.
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "qemb/half.h"
 #include "qemb/safetensors.h"
 
 namespace {
@@ -80,12 +84,45 @@ bool add(std::vector<qemb::SafetensorsTensorData>& tensors, const std::string& n
   return true;
 }
 
+// A production-sized BF16 embedding, made row by row so only the output bytes
+// are ever held in memory.
+int write_large_table(int64_t rows, int64_t dim, const char* path) {
+  if (rows <= 0 || dim <= 0) {
+    std::fprintf(stderr, "qemb_make_example: --rows and --dim must be positive\n");
+    return 2;
+  }
+  SplitMix64 rng(kSeed);
+  std::vector<uint8_t> bytes(static_cast<size_t>(rows * dim) * 2);
+  for (int64_t r = 0; r < rows; ++r) {
+    const double scale = 0.02 * std::exp(0.5 * rng.normal());
+    uint8_t* row = bytes.data() + static_cast<size_t>(r * dim) * 2;
+    for (int64_t c = 0; c < dim; ++c) {
+      const uint16_t b = qemb::float_to_bf16(static_cast<float>(rng.normal() * scale));
+      row[2 * c] = static_cast<uint8_t>(b & 0xFF);
+      row[2 * c + 1] = static_cast<uint8_t>(b >> 8);
+    }
+  }
+  std::vector<qemb::SafetensorsTensorData> tensors;
+  tensors.push_back({"model.embed_tokens.weight", "BF16", {rows, dim}, std::move(bytes)});
+  qemb::Status status = qemb::write_safetensors(path, {{"format", "pt"}}, tensors);
+  if (!status.ok()) {
+    std::fprintf(stderr, "qemb_make_example: %s\n", status.error().to_string().c_str());
+    return 1;
+  }
+  std::printf("wrote %s: model.embed_tokens.weight BF16 [%lld, %lld]\n", path, static_cast<long long>(rows),
+              static_cast<long long>(dim));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 6 && std::string(argv[1]) == "--rows" && std::string(argv[3]) == "--dim")
+    return write_large_table(std::atoll(argv[2]), std::atoll(argv[4]), argv[5]);
   if (argc != 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::fprintf(stderr,
                  "usage: qemb_make_example OUT.safetensors\n"
+                 "       qemb_make_example --rows R --dim D OUT.safetensors\n"
                  "Writes a small deterministic LLM-like checkpoint (embedding "
                  "'model.embed_tokens.weight' BF16 [%lld, %lld]).\n",
                  static_cast<long long>(kVocab), static_cast<long long>(kDim));
