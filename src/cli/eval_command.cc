@@ -1,0 +1,61 @@
+#include <cstdio>
+
+#include "cli/cli.h"
+#include "qemb/eval.h"
+#include "qemb/file.h"
+#include "qemb/tokens.h"
+
+namespace qemb::cli {
+
+void add_eval_command(CLI::App& app, Action& run) {
+  struct Flags {
+    std::string checkpoint, tensor, scheme = "all", sdk_version, calibration, tokens, report;
+    size_t worst_rows = 10;
+    bool json = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand(
+      "eval", "What quantization cost: the deployed lookup against the float table, both patterns");
+  cmd->add_option("checkpoint", f->checkpoint, "safetensors checkpoint")->required();
+  cmd->add_option("--tensor", f->tensor, "embedding tensor (dotted path; default: detected by name)");
+  cmd->add_option("--scheme", f->scheme, "16a4w | 16a8w | all")->capture_default_str();
+  cmd->add_option("--qnn-sdk-version", f->sdk_version,
+                  "target QNN SDK version, marks the pattern a compile deploys (default: from QNN_SDK_ROOT)");
+  cmd->add_option("--calibration-tokens", f->calibration,
+                  "token ids (text or .npy) whose rows define the activation range (default: the whole table)");
+  cmd->add_option("--tokens", f->tokens, "evaluate only the rows of these token ids (text or .npy file)");
+  cmd->add_option("--worst-rows", f->worst_rows, "how many worst rows to list")->capture_default_str();
+  cmd->add_flag("--json", f->json, "print one JSON object instead of the table");
+  cmd->add_option("--report", f->report, "write a self-contained HTML report with plots");
+  cmd->callback([f, &run] {
+    run = [f]() -> Status {
+      EvalOptions o;
+      o.tensor = f->tensor;
+      QEMB_ASSIGN_OR_RETURN(o.schemes, parse_eval_schemes(f->scheme));
+      o.qnn_sdk_version = f->sdk_version;
+      o.worst_rows = f->worst_rows;
+      if (!f->calibration.empty()) {
+        QEMB_ASSIGN_OR_RETURN(o.calibration_tokens, read_token_file(f->calibration));
+        o.calibration_source = f->calibration;
+      }
+      if (!f->tokens.empty()) {
+        QEMB_ASSIGN_OR_RETURN(o.tokens, read_token_file(f->tokens));
+        o.tokens_source = f->tokens;
+      }
+      if (!f->report.empty() && same_file(f->report, f->checkpoint))
+        return make_error(ErrorCode::kInvalidArgument,
+                          "the report path '" + f->report + "' is the input checkpoint; choose another path");
+      QEMB_ASSIGN_OR_RETURN(EvalReport report, evaluate_checkpoint(f->checkpoint, o));
+      if (!f->report.empty()) QEMB_RETURN_IF_ERROR(write_html_report(report, f->report));
+      if (f->json) {
+        std::printf("%s\n", eval_report_json(report).dump(2).c_str());
+      } else {
+        std::fputs(format_eval_report(report).c_str(), stdout);
+        if (!f->report.empty()) std::printf("\nwrote report %s\n", f->report.c_str());
+      }
+      return Status::Ok();
+    };
+  });
+}
+
+}  // namespace qemb::cli

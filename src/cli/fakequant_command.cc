@@ -1,0 +1,51 @@
+#include <cstdio>
+
+#include "cli/cli.h"
+#include "qemb/eval.h"
+#include "qemb/tokens.h"
+
+namespace qemb::cli {
+
+void add_fakequant_command(CLI::App& app, Action& run) {
+  struct Flags {
+    std::string checkpoint, tensor, scheme, pattern = "auto", sdk_version, calibration, out;
+    bool quiet = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand(
+      "fakequant",
+      "Copy a checkpoint with the embedding replaced by what the deployed lookup returns (dequantized)");
+  cmd->add_option("checkpoint", f->checkpoint, "safetensors checkpoint")->required();
+  cmd->add_option("--tensor", f->tensor, "embedding tensor (dotted path; default: detected by name)");
+  cmd->add_option("--scheme", f->scheme, "16a4w | 16a8w")->required();
+  cmd->add_option("--pattern", f->pattern, "auto | optimized | legacy")->capture_default_str();
+  cmd->add_option("--qnn-sdk-version", f->sdk_version, "target QNN SDK version (default: from QNN_SDK_ROOT)");
+  cmd->add_option("--calibration-tokens", f->calibration,
+                  "token ids whose rows define the activation range (default: the whole table)");
+  cmd->add_option("-o,--output", f->out, "output .safetensors file")->required();
+  cmd->add_flag("--quiet", f->quiet, "print nothing on success");
+  cmd->callback([f, &run] {
+    run = [f]() -> Status {
+      FakeQuantOptions o;
+      o.tensor = f->tensor;
+      QEMB_ASSIGN_OR_RETURN(o.scheme, parse_scheme(f->scheme));
+      QEMB_ASSIGN_OR_RETURN(o.pattern, parse_pattern(f->pattern));
+      o.qnn_sdk_version = f->sdk_version;
+      if (!f->calibration.empty()) {
+        QEMB_ASSIGN_OR_RETURN(o.calibration_tokens, read_token_file(f->calibration));
+      }
+      QEMB_ASSIGN_OR_RETURN(FakeQuantResult r, fakequant_checkpoint(f->checkpoint, o, f->out));
+      if (!f->quiet) {
+        std::printf("tensor:     %s [%lld x %lld] %s\n", r.tensor.c_str(), static_cast<long long>(r.rows),
+                    static_cast<long long>(r.dim), r.dtype.c_str());
+        std::printf("scheme:     %s\n", to_string(o.scheme));
+        std::printf("pattern:    %s (%s)\n", to_string(r.pattern), r.pattern_reason.c_str());
+        std::printf("activation: scale %.6g, offset %d\n", r.act.scale, r.act.offset());
+        std::printf("wrote %s (every other tensor and the metadata unchanged)\n", f->out.c_str());
+      }
+      return Status::Ok();
+    };
+  });
+}
+
+}  // namespace qemb::cli
