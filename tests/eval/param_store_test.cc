@@ -125,7 +125,7 @@ TEST_F(ParamStoreTest, UnknownPathNamesTheFirstMissingComponentAndSuggests) {
 }
 
 TEST_F(ParamStoreTest, GetAndSetFailTheSameWayOnTheSamePath) {
-  for (const std::string& path : {"model.layers.0.embed.weight", "modle.embed_tokens.weight", "model.layers.0",
+  for (const char* path : {"model.layers.0.embed.weight", "modle.embed_tokens.weight", "model.layers.0",
                                   "model.norm.weight.scale", "", "model..norm"}) {
     auto got = store().get(path);
     Status set = store().set(path, {{1}, {0}});
@@ -173,7 +173,9 @@ void expect_only_spans_differ(const std::vector<uint8_t>& source, const std::vec
   for (size_t i = 0; i < source.size(); ++i) {
     bool inside = false;
     for (const SafetensorsTensor* t : replaced) inside = inside || (i >= t->begin && i < t->end);
-    if (!inside) ASSERT_EQ(source[i], saved[i]) << "byte " << i;
+    if (!inside) {
+      ASSERT_EQ(source[i], saved[i]) << "byte " << i;
+    }
   }
 }
 
