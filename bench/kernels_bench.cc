@@ -6,7 +6,9 @@
 //                                         or one name: QEMB_BENCH_ISA=AVX2)
 //
 // Counters: rows/s, and bytes/s of stored table bytes read (2 * dim per row
-// for the uint16 table, dim for int8, ceil(dim / 2) for packed 4-bit).
+// for the uint16 table, dim for int8, ceil(dim / 2) for packed 4-bit). Rates
+// are per CPU second (Google Benchmark's default), which keeps them readable
+// on a shared machine; add --benchmark_repetitions=3 for medians.
 //
 // Scenarios:
 //   llm_v128256_d4096/batch:{1,32,2048}  an LLM token embedding; ids are fresh
