@@ -19,5 +19,5 @@ $q run out/llama-mini-2.48.qemb --tokens 1,2,3 --dequantize | cut -c1-100
 echo "== inspect"
 $q inspect out/llama-mini-2.48.qemb
 echo "== what quantization cost"
-$q eval out/llama-mini.safetensors --scheme all --qnn-sdk-version 2.48 --report out/llama-mini-report.html
+$q eval out/llama-mini.safetensors --scheme all --qnn-sdk-version 2.48 --worst-rows 3 --report out/llama-mini-report.html
 echo "report: out/llama-mini-report.html"
