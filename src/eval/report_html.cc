@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "eval/printf_string.h"
 #include "qemb/eval.h"
 #include "qemb/file.h"
 
@@ -18,18 +19,6 @@ constexpr const char* kOptimizedColor = "#1f6fb4";
 constexpr const char* kLegacyColor = "#d9541e";
 constexpr size_t kMaxScatterPoints = 4000;  // per pattern; keeps the page light on 100k-row vocabularies
 
-// printf into a std::string of any length.
-std::string fmt(const char* format, ...) {
-  va_list args, again;
-  va_start(args, format);
-  va_copy(again, args);
-  const int n = std::vsnprintf(nullptr, 0, format, args);
-  va_end(args);
-  std::string out(n > 0 ? static_cast<size_t>(n) : 0, '\0');
-  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, format, again);
-  va_end(again);
-  return out;
-}
 
 std::string escape(const std::string& s) {
   std::string out;
@@ -49,10 +38,10 @@ std::string escape(const std::string& s) {
 
 std::string db(double v) {
   if (std::isinf(v)) return v > 0 ? "&infin; (exact)" : "&minus;&infin;";
-  return fmt("%.2f", v);
+  return printf_string("%.2f", v);
 }
-std::string sci(double v) { return std::isinf(v) ? "&infin;" : fmt("%.3e", v); }
-std::string percent(double f) { return fmt("%.2f%%", 100.0 * f); }
+std::string sci(double v) { return std::isinf(v) ? "&infin;" : printf_string("%.3e", v); }
+std::string percent(double f) { return printf_string("%.2f%%", 100.0 * f); }
 const char* color_of(Pattern p) { return p == Pattern::kOptimized ? kOptimizedColor : kLegacyColor; }
 
 // A plot area in SVG pixels and the data range it shows (log axes hold log10
@@ -78,7 +67,7 @@ std::vector<Tick> log_ticks(double lo, double hi) {
   std::vector<Tick> ticks;
   const int step = std::max(1, static_cast<int>(std::ceil((hi - lo) / 8.0)));
   for (int k = static_cast<int>(std::ceil(lo)); k <= static_cast<int>(std::floor(hi)); k += step)
-    ticks.push_back({static_cast<double>(k), fmt("10<tspan dy=\"-6\" font-size=\"9\">%d</tspan>", k)});
+    ticks.push_back({static_cast<double>(k), printf_string("10<tspan dy=\"-6\" font-size=\"9\">%d</tspan>", k)});
   return ticks;
 }
 
@@ -90,18 +79,18 @@ std::vector<Tick> linear_ticks(double lo, double hi) {
   const double norm = raw / magnitude;
   const double step = (norm < 1.5 ? 1 : norm < 3.5 ? 2 : norm < 7.5 ? 5 : 10) * magnitude;
   for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step)
-    ticks.push_back({v, fmt("%g", std::abs(v) < step * 1e-9 ? 0.0 : v)});
+    ticks.push_back({v, printf_string("%g", std::abs(v) < step * 1e-9 ? 0.0 : v)});
   return ticks;
 }
 
 std::string svg_open(const std::string& id, const std::string& title, const Frame& f) {
-  return fmt("<svg class=\"plot\" id=\"%s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+  return printf_string("<svg class=\"plot\" id=\"%s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
              "viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"",
              id.c_str(), f.svg_width(), f.svg_height(), f.svg_width(), f.svg_height()) +
          escape(title) + "\">\n<title>" + escape(title) + "</title>\n" +
-         fmt("<rect class=\"bg\" x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n", f.svg_width(),
+         printf_string("<rect class=\"bg\" x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n", f.svg_width(),
              f.svg_height()) +
-         fmt("<text class=\"plot-title\" x=\"%.1f\" y=\"20\" font-size=\"14\" font-weight=\"600\">", f.left) +
+         printf_string("<text class=\"plot-title\" x=\"%.1f\" y=\"20\" font-size=\"14\" font-weight=\"600\">", f.left) +
          escape(title) + "</text>\n";
 }
 
@@ -110,22 +99,22 @@ std::string axes(const Frame& f, const std::vector<Tick>& xticks, const std::vec
   std::string s = "<g class=\"axes\" font-size=\"11\" fill=\"#333\">\n";
   for (const Tick& t : xticks) {
     const double x = f.px(t.at);
-    s += fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>", x, f.top, x,
+    s += printf_string("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>", x, f.top, x,
              f.top + f.height);
-    s += fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", x, f.top + f.height + 18) + t.label + "</text>\n";
+    s += printf_string("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", x, f.top + f.height + 18) + t.label + "</text>\n";
   }
   for (const Tick& t : yticks) {
     const double y = f.py(t.at);
-    s += fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>", f.left, y,
+    s += printf_string("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>", f.left, y,
              f.left + f.width, y);
-    s += fmt("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", f.left - 6, y + 4) + t.label + "</text>\n";
+    s += printf_string("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", f.left - 6, y + 4) + t.label + "</text>\n";
   }
-  s += fmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#888\"/>\n", f.left,
+  s += printf_string("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#888\"/>\n", f.left,
            f.top, f.width, f.height);
-  s += fmt("<text class=\"xlabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"12\">",
+  s += printf_string("<text class=\"xlabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"12\">",
            f.left + f.width / 2, f.top + f.height + 42) +
        escape(xlabel) + "</text>\n";
-  s += fmt("<text class=\"ylabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"12\" "
+  s += printf_string("<text class=\"ylabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"12\" "
            "transform=\"rotate(-90 %.1f %.1f)\">",
            18.0, f.top + f.height / 2, 18.0, f.top + f.height / 2) +
        escape(ylabel) + "</text>\n";
@@ -138,8 +127,8 @@ std::string legend(const Frame& f, const std::vector<std::pair<std::string, std:
   double x = f.left;
   const double y = f.top + f.height + 66;
   for (const auto& [color, label] : items) {
-    s += fmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"10\" fill=\"%s\"/>", x, y - 9, color.c_str());
-    s += fmt("<text x=\"%.1f\" y=\"%.1f\">", x + 17, y) + escape(label) + "</text>\n";
+    s += printf_string("<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"10\" fill=\"%s\"/>", x, y - 9, color.c_str());
+    s += printf_string("<text x=\"%.1f\" y=\"%.1f\">", x + 17, y) + escape(label) + "</text>\n";
     x += 17 + 6.3 * static_cast<double>(label.size()) + 22;
   }
   return s + "</g>\n";
@@ -196,23 +185,23 @@ std::string scatter_plot(const EvalReport& report, Scheme scheme) {
   s += axes(f, log_ticks(f.xlo, f.xhi), log_ticks(f.ylo, f.yhi), "row scale s_r (log)",
             "relative row error |y-x| / |x| (log)");
   if (f.ylo < 0 && f.yhi > 0) {
-    s += fmt("<line class=\"row-lost\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" "
+    s += printf_string("<line class=\"row-lost\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" "
              "stroke-dasharray=\"5 4\"/>",
              f.left, f.py(0), f.left + f.width, f.py(0));
-    s += fmt("<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#777\">100%%: the row is lost</text>\n", f.left + 6,
+    s += printf_string("<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#777\">100%%: the row is lost</text>\n", f.left + 6,
              f.py(0) - 4);
   }
   // Legacy first so the optimized points sit on top where they overlap.
   for (int i = 1; i >= 0; --i) {
     const EvalResult* r = results[i];
     if (!r) continue;
-    s += fmt("<g class=\"points %s\" fill=\"%s\" fill-opacity=\"0.55\">\n", to_string(r->pattern),
+    s += printf_string("<g class=\"points %s\" fill=\"%s\" fill-opacity=\"0.55\">\n", to_string(r->pattern),
              color_of(r->pattern));
     for (const RowError* row : rows_to_draw(*r)) {
       const double x = f.px(f.clamp_x(std::log10(static_cast<double>(row->row_scale))));
       const double e = row->rel_err > 0 ? std::log10(row->rel_err) : f.ylo;  // exact rows on the bottom edge
       const double y = f.py(f.clamp_y(std::isfinite(e) ? e : f.yhi));
-      s += fmt("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.2\"/>", x, y);
+      s += printf_string("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.2\"/>", x, y);
     }
     s += "\n</g>\n";
   }
@@ -221,7 +210,7 @@ std::string scatter_plot(const EvalReport& report, Scheme scheme) {
     if (r)
       items.emplace_back(color_of(r->pattern),
                          std::string(to_string(r->pattern)) + " (SQNR " +
-                             (std::isinf(r->sqnr_db) ? std::string("inf") : fmt("%.1f", r->sqnr_db)) + " dB)");
+                             (std::isinf(r->sqnr_db) ? std::string("inf") : printf_string("%.1f", r->sqnr_db)) + " dB)");
   s += legend(f, items);
   return s + "</svg>\n";
 }
@@ -252,20 +241,20 @@ std::string error_histogram_plot(const EvalReport& report, Scheme scheme) {
     if (!r) continue;
     const Histogram& h = r->error_histogram;
     const size_t n = h.counts.size();
-    std::string path = fmt("M%.1f %.1f", f.px(h.lo), f.py(0));
+    std::string path = printf_string("M%.1f %.1f", f.px(h.lo), f.py(0));
     for (size_t i = 0; i < n; ++i) {
       const double x0 = h.lo + (h.hi - h.lo) * static_cast<double>(i) / static_cast<double>(n);
       const double x1 = h.lo + (h.hi - h.lo) * static_cast<double>(i + 1) / static_cast<double>(n);
       const double y = f.py(static_cast<double>(h.counts[i]));
-      path += fmt(" L%.1f %.1f L%.1f %.1f", f.px(x0), y, f.px(x1), y);
+      path += printf_string(" L%.1f %.1f L%.1f %.1f", f.px(x0), y, f.px(x1), y);
     }
-    path += fmt(" L%.1f %.1f Z", f.px(h.hi), f.py(0));
-    s += fmt("<path class=\"hist %s\" d=\"%s\" fill=\"%s\" fill-opacity=\"0.3\" stroke=\"%s\" "
+    path += printf_string(" L%.1f %.1f Z", f.px(h.hi), f.py(0));
+    s += printf_string("<path class=\"hist %s\" d=\"%s\" fill=\"%s\" fill-opacity=\"0.3\" stroke=\"%s\" "
              "stroke-width=\"1.5\"/>\n",
              to_string(r->pattern), path.c_str(), color_of(r->pattern), color_of(r->pattern));
     std::string label = to_string(r->pattern);
-    if (h.zeros) label += fmt(", %llu exact", static_cast<unsigned long long>(h.zeros));
-    if (h.below) label += fmt(", %llu below the axis", static_cast<unsigned long long>(h.below));
+    if (h.zeros) label += printf_string(", %llu exact", static_cast<unsigned long long>(h.zeros));
+    if (h.below) label += printf_string(", %llu below the axis", static_cast<unsigned long long>(h.below));
     items.emplace_back(color_of(r->pattern), label);
   }
   s += legend(f, items);
@@ -288,11 +277,11 @@ std::string activation_range_plot(const EvalReport& report) {
   // Shade what the encoding cannot represent: those values are clipped.
   const double lo = f.px(f.clamp_x(report.act_range_lo)), hi = f.px(f.clamp_x(report.act_range_hi));
   if (lo > f.left + 0.5)
-    s += fmt("<rect class=\"clipped-zone\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#e03030\" "
+    s += printf_string("<rect class=\"clipped-zone\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#e03030\" "
              "fill-opacity=\"0.12\"/>\n",
              f.left, f.top, lo - f.left, f.height);
   if (hi < f.left + f.width - 0.5)
-    s += fmt("<rect class=\"clipped-zone\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#e03030\" "
+    s += printf_string("<rect class=\"clipped-zone\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#e03030\" "
              "fill-opacity=\"0.12\"/>\n",
              hi, f.top, f.left + f.width - hi, f.height);
   s += "<g class=\"bars\" fill=\"#7a8794\">\n";
@@ -302,29 +291,29 @@ std::string activation_range_plot(const EvalReport& report) {
     const double x0 = f.px(h.lo + (h.hi - h.lo) * static_cast<double>(i) / static_cast<double>(n));
     const double x1 = f.px(h.lo + (h.hi - h.lo) * static_cast<double>(i + 1) / static_cast<double>(n));
     const double y = f.py(std::log10(static_cast<double>(h.counts[i])));
-    s += fmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>", x0, y, std::max(x1 - x0 - 0.5, 0.5),
+    s += printf_string("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>", x0, y, std::max(x1 - x0 - 0.5, 0.5),
              f.py(f.ylo) - y);
   }
   s += "\n</g>\n";
   const std::pair<double, std::string> marks[2] = {
-      {report.act_range_lo, fmt("s_a·(0−zp) = %.4g", report.act_range_lo)},
-      {report.act_range_hi, fmt("s_a·(65535−zp) = %.4g", report.act_range_hi)}};
+      {report.act_range_lo, printf_string("s_a·(0−zp) = %.4g", report.act_range_lo)},
+      {report.act_range_hi, printf_string("s_a·(65535−zp) = %.4g", report.act_range_hi)}};
   for (int i = 0; i < 2; ++i) {
     const double x = f.px(f.clamp_x(marks[i].first));
-    s += fmt("<line class=\"act-bound\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+    s += printf_string("<line class=\"act-bound\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
              "stroke-width=\"2\"/>",
              x, f.top, x, f.top + f.height, kOptimizedColor);
     // Each label sits outside the range when there is room, so the two never cross.
     const double label_width = 5.6 * static_cast<double>(marks[i].second.size()) + 8;
     const bool outside = i == 0 ? x - f.left > label_width : f.left + f.width - x > label_width;
     const bool to_the_right = (i == 1) == outside;
-    s += fmt("<text class=\"act-bound-label\" x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"%s\" "
+    s += printf_string("<text class=\"act-bound-label\" x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"%s\" "
              "text-anchor=\"%s\">",
              to_the_right ? x + 4 : x - 4, f.top + 14 + 14.0 * i, kOptimizedColor, to_the_right ? "start" : "end") +
          escape(marks[i].second) + "</text>\n";
   }
   if (f.xlo < 0 && f.xhi > 0)
-    s += fmt("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\" stroke-dasharray=\"3 3\"/>\n",
+    s += printf_string("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\" stroke-dasharray=\"3 3\"/>\n",
              f.px(0), f.top, f.px(0), f.top + f.height);
   s += legend(f, {{"#7a8794", "table values"}, {kOptimizedColor, "activation range"}, {"#f2c4c4", "clipped"}});
   return s + "</svg>\n";
@@ -358,15 +347,15 @@ std::string metrics_table(const EvalReport& report) {
   for (const EvalResult& r : report.results) {
     s += std::string("<tr") + (r.deployed ? " class=\"deployed\"" : "") + ">";
     s += std::string("<td class=\"text\">") + to_string(r.scheme) + "</td>";
-    s += fmt("<td class=\"text\"><span class=\"swatch\" style=\"background:%s\"></span>%s</td>", color_of(r.pattern),
+    s += printf_string("<td class=\"text\"><span class=\"swatch\" style=\"background:%s\"></span>%s</td>", color_of(r.pattern),
              to_string(r.pattern));
     s += std::string("<td class=\"text\">") + (r.deployed ? "yes" : "") + "</td>";
     s += "<td>" + db(r.sqnr_db) + "</td>";
-    s += fmt("<td>%.6f</td><td>%.6f</td><td>%.6f</td>", r.cos_mean, r.cos_p1, r.cos_min);
+    s += printf_string("<td>%.6f</td><td>%.6f</td><td>%.6f</td>", r.cos_mean, r.cos_p1, r.cos_min);
     s += "<td>" + sci(r.max_abs_err) + "</td><td>" + sci(r.mean_abs_err) + "</td>";
     s += "<td>" + sci(r.weight_mean_abs_err) + "</td><td>" + sci(r.act_mean_abs_err) + "</td>";
-    s += fmt("<td>%lld (%s)</td>", static_cast<long long>(r.collapsed_rows), percent(r.collapsed_fraction).c_str());
-    s += fmt("<td>%lld (%s)</td>", static_cast<long long>(r.clipped_values), percent(r.clipped_fraction).c_str());
+    s += printf_string("<td>%lld (%s)</td>", static_cast<long long>(r.collapsed_rows), percent(r.collapsed_fraction).c_str());
+    s += printf_string("<td>%lld (%s)</td>", static_cast<long long>(r.clipped_values), percent(r.clipped_fraction).c_str());
     s += "</tr>\n";
   }
   return s + "</table>\n";
@@ -381,8 +370,8 @@ std::string summary(const EvalReport& report) {
     s += std::string("<li><b>") + to_string(scheme) + "</b>: the optimized pattern keeps " + db(opt->sqnr_db) +
          " dB SQNR, the legacy one " + db(leg->sqnr_db) + " dB";
     if (std::isfinite(opt->sqnr_db) && std::isfinite(leg->sqnr_db))
-      s += fmt(" (%+.2f dB)", leg->sqnr_db - opt->sqnr_db);
-    s += fmt("; legacy collapses %lld of %lld rows (%s) to a single output level.</li>\n",
+      s += printf_string(" (%+.2f dB)", leg->sqnr_db - opt->sqnr_db);
+    s += printf_string("; legacy collapses %lld of %lld rows (%s) to a single output level.</li>\n",
              static_cast<long long>(leg->collapsed_rows), static_cast<long long>(report.rows_evaluated),
              percent(leg->collapsed_fraction).c_str());
   }
@@ -395,7 +384,7 @@ std::string worst_rows_tables(const EvalReport& report) {
     s += std::string("<table class=\"worst-rows\"><caption>") + to_string(r.scheme) + " " + to_string(r.pattern) +
          "</caption>\n<tr><th>id</th><th>row scale</th><th>rel err</th><th>max |err|</th><th>cos</th></tr>\n";
     for (const RowError& row : r.worst_rows)
-      s += fmt("<tr><td>%lld</td><td>%.4e</td><td>%.4f</td><td>%.4e</td><td>%.6f</td></tr>\n",
+      s += printf_string("<tr><td>%lld</td><td>%.4e</td><td>%.4f</td><td>%.4e</td><td>%.6f</td></tr>\n",
                static_cast<long long>(row.row), row.row_scale, row.rel_err, row.max_abs_err, row.cos);
     s += "</table>\n";
   }
@@ -410,14 +399,14 @@ std::string render_html_report(const EvalReport& report) {
   s += "<title>qemb eval: " + escape(report.tensor) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
   s += "<h1>What quantization cost: " + escape(report.tensor) + "</h1>\n";
   s += "<p class=\"sub\">" + escape(report.dtype) +
-       fmt(" [%lld &times; %lld]", static_cast<long long>(report.vocab_size), static_cast<long long>(report.dim)) +
+       printf_string(" [%lld &times; %lld]", static_cast<long long>(report.vocab_size), static_cast<long long>(report.dim)) +
        (report.file.empty() ? "" : " from <code>" + escape(report.file) + "</code>") +
-       fmt(" &middot; %lld rows evaluated (", static_cast<long long>(report.rows_evaluated)) +
+       printf_string(" &middot; %lld rows evaluated (", static_cast<long long>(report.rows_evaluated)) +
        escape(report.rows_source) + ")<br>activation encoding: " +
-       fmt("scale %.6g, offset %d, range [%.6g, %.6g]", report.act.scale, report.act.offset(), report.act_range_lo,
+       printf_string("scale %.6g, offset %d, range [%.6g, %.6g]", report.act.scale, report.act.offset(), report.act_range_lo,
            report.act_range_hi) +
        " from " + escape(report.calibration_source) +
-       (report.calibration_tokens > 0 ? fmt(" (%lld tokens)", static_cast<long long>(report.calibration_tokens)) : "") +
+       (report.calibration_tokens > 0 ? printf_string(" (%lld tokens)", static_cast<long long>(report.calibration_tokens)) : "") +
        "<br>target: " +
        escape(report.target.version ? report.target.version->to_string() + " (" + report.target.source + ")"
                                     : "unknown SDK") +

@@ -3,6 +3,7 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "eval/printf_string.h"
 #include "qemb/eval.h"
 
 namespace qemb {
@@ -14,18 +15,6 @@ using json = nlohmann::ordered_json;
 // JSON has no infinity: a non-finite number (an exact SQNR) becomes null.
 json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
-// printf into a std::string of any length.
-std::string printf_string(const char* format, ...) {
-  va_list args, again;
-  va_start(args, format);
-  va_copy(again, args);
-  const int n = std::vsnprintf(nullptr, 0, format, args);
-  va_end(args);
-  std::string out(n > 0 ? static_cast<size_t>(n) : 0, '\0');
-  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, format, again);
-  va_end(again);
-  return out;
-}
 
 std::string db(double v) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
