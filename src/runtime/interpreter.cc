@@ -39,6 +39,27 @@ Result<GraphSignature> graph_signature(const Graph& graph) {
   }
   if (sig.vocab <= 0 || sig.dim <= 0)
     return make_error(ErrorCode::kUnsupported, "the graph has no non-empty STATIC [V, D] table");
+  // The interpreter moves every op's data as rows of `dim` values and looks
+  // per-axis scales up by row: refuse a graph that breaks either, rather than
+  // read past a buffer (a checksummed but hostile artifact reached this).
+  for (const Op& op : graph.ops) {
+    for (const std::string* name : {&op.inputs[0], &op.outputs[0]}) {
+      const Tensor* t = graph.find_tensor(*name);
+      if (t->shape.size() != 2 || t->shape[1] != sig.dim)
+        return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' uses tensor '" + t->name +
+                                                       "', which is not [rows, " + std::to_string(sig.dim) + "]");
+      if (t->encoding.is_per_axis() && (t->kind != TensorKind::kStatic || t->encoding.axis != 0))
+        return make_error(ErrorCode::kUnsupported, "tensor '" + t->name +
+                                                       "' has a per-axis encoding the runtime cannot apply "
+                                                       "(only STATIC tables quantized along axis 0)");
+    }
+    if (graph.find_tensor(op.outputs[0])->kind == TensorKind::kStatic)
+      return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' writes the STATIC tensor '" +
+                                                     op.outputs[0] + "'");
+    if (op.intermediate && !op.intermediate->is_per_tensor())
+      return make_error(ErrorCode::kUnsupported,
+                        "op '" + op.name + "' has an intermediate encoding that is not per-tensor");
+  }
   return sig;
 }
 
@@ -99,6 +120,10 @@ Status interpret_graph(const Graph& graph, const GraphSignature& sig,
       }
       for (int64_t i = 0; i < n; ++i) {
         const int64_t r = ids[static_cast<size_t>(i)];
+        if (r >= in->rows)  // ids were checked against the vocabulary, not against this tensor
+          return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' gathers row " + std::to_string(r) +
+                                                         " of '" + op.inputs[0] + "', which has " +
+                                                         std::to_string(in->rows) + " rows");
         const uint8_t* src = in->data + r * in_rb;
         uint8_t* dst = result.owned.data() + i * out_rb;
         if (op.type == OpType::kRequantGather && op.intermediate) {
