@@ -204,13 +204,16 @@ Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOption
                                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int bits = weight_bits(options.scheme), qmax = weight_qmax(options.scheme);
   const size_t row_bytes = row_storage_bytes(DataType::kSFixedPoint8, bits, dim);
-  thread_local std::vector<float> buffer;
 
   // Pass 1: finiteness, the value range and the row scales.
   std::vector<float> scales(static_cast<size_t>(rows));
   std::mutex range_mu;
   float lo = INFINITY, hi = -INFINITY;
   QEMB_RETURN_IF_ERROR(parallel_rows(rows, threads, "scan", options, [&](int64_t begin, int64_t end) -> Status {
+    // Declared where each worker runs: a thread_local declared in the caller
+    // is never destroyed in threads that do not pass its declaration (GCC),
+    // which leaked one buffer per worker per compile (LeakSanitizer).
+    thread_local std::vector<float> buffer;
     buffer.resize(static_cast<size_t>((end - begin) * dim));
     QEMB_RETURN_IF_ERROR(src.read(begin, end, buffer.data()));
     for (size_t k = 0; k < buffer.size(); ++k)
@@ -238,6 +241,7 @@ Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOption
   // Pass 2: quantize straight into the weight's storage layout.
   std::vector<uint8_t> packed(row_bytes * static_cast<size_t>(rows), 0);
   QEMB_RETURN_IF_ERROR(parallel_rows(rows, threads, "quantize", options, [&](int64_t begin, int64_t end) -> Status {
+    thread_local std::vector<float> buffer;  // see the scan pass
     buffer.resize(static_cast<size_t>((end - begin) * dim));
     QEMB_RETURN_IF_ERROR(src.read(begin, end, buffer.data()));
     for (int64_t r = begin; r < end; ++r) {
