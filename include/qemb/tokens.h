@@ -18,12 +18,12 @@ namespace qemb {
 // 0-based item position and the offending text. Empty text gives no ids.
 Result<std::vector<int64_t>> parse_token_list(const std::string& text);
 
-// A .npy file (recognised by its magic bytes; any integer dtype, any rank,
-// flattened in C order; float/bool dtypes are kUnsupported), else a text file
-// read with parse_token_list.
+// A .npy file (recognised by its magic bytes; any integer dtype, rank 0 to 2,
+// flattened in C order; float/bool dtypes and rank > 2 are kUnsupported),
+// else a text file read with parse_token_list.
 Result<std::vector<int64_t>> read_token_file(const std::string& path);
 
-// The ids of an integer .npy array, flattened in C order. `name` appears in
+// The ids of an integer .npy array of rank 0 to 2, flattened in C order. `name` appears in
 // errors.
 Result<std::vector<int64_t>> tokens_from_npy(const NpyArray& array, const std::string& name);
 

@@ -88,6 +88,11 @@ Result<std::vector<int64_t>> tokens_from_npy(const NpyArray& array, const std::s
                       "token file " + in_quotes(name) + " holds dtype " + in_quotes(array.dtype) +
                           "; token ids must be integers (save them with arr.astype(numpy.int64))");
   }
+  if (array.shape.size() > 2) {  // ids are [N] or [batch, sequence]; more is some other array
+    return make_error(ErrorCode::kUnsupported,
+                      "token file " + in_quotes(name) + " holds a " + std::to_string(array.shape.size()) +
+                          "-D array; token ids must be a 1-D or 2-D array ([N] or [batch, sequence])");
+  }
   const std::vector<uint8_t> bytes = npy_c_order_data(array);
   const size_t item = static_cast<size_t>(dtype.item_size);
   const size_t count = bytes.size() / item;

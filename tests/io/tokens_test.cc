@@ -107,13 +107,13 @@ std::vector<uint8_t> le_bytes(const std::vector<T>& values) {
   return out;
 }
 
-TEST(ReadTokenFile, NpyIntegerDtypesAnyRank) {
+TEST(ReadTokenFile, NpyIntegerDtypesRankZeroToTwo) {
   const std::string dir = test_dir();
   ASSERT_TRUE(write_npy(dir + "/i4.npy", "<i4", {2, 2}, le_bytes<int32_t>({1, -2, 3, 2147483647})).ok());
   EXPECT_THAT(*read_token_file(dir + "/i4.npy"), ElementsAre(1, -2, 3, 2147483647));
   ASSERT_TRUE(write_npy(dir + "/i8.npy", "<i8", {3}, le_bytes<int64_t>({5, INT64_MIN, 7})).ok());
   EXPECT_THAT(*read_token_file(dir + "/i8.npy"), ElementsAre(5, INT64_MIN, 7));
-  ASSERT_TRUE(write_npy(dir + "/i2.npy", "<i2", {1, 1, 2}, le_bytes<int16_t>({-1, 300})).ok());
+  ASSERT_TRUE(write_npy(dir + "/i2.npy", "<i2", {1, 2}, le_bytes<int16_t>({-1, 300})).ok());
   EXPECT_THAT(*read_token_file(dir + "/i2.npy"), ElementsAre(-1, 300));
   ASSERT_TRUE(write_npy(dir + "/u2.npy", "<u2", {2}, le_bytes<uint16_t>({65535, 0})).ok());
   EXPECT_THAT(*read_token_file(dir + "/u2.npy"), ElementsAre(65535, 0));
@@ -127,6 +127,19 @@ TEST(ReadTokenFile, NpyIntegerDtypesAnyRank) {
   EXPECT_THAT(*read_token_file(dir + "/big.npy"), ElementsAre(258, -2));
   ASSERT_TRUE(write_npy(dir + "/empty.npy", "<i8", {0}, std::vector<uint8_t>{}).ok());
   EXPECT_THAT(*read_token_file(dir + "/empty.npy"), IsEmpty());
+}
+
+// Ids are [N] or [batch, sequence]; a 3-D array is some other array (issue #5).
+TEST(ReadTokenFile, NpyOfRankThreeIsRefused) {
+  const std::string dir = test_dir();
+  ASSERT_TRUE(write_npy(dir + "/cube.npy", "<i2", {1, 1, 2}, le_bytes<int16_t>({-1, 300})).ok());
+  auto ids = read_token_file(dir + "/cube.npy");
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.error().code, ErrorCode::kUnsupported);
+  EXPECT_EQ(ids.error().message, "token file '" + dir + "/cube.npy' holds a 3-D array; token ids must be a 1-D or "
+                                 "2-D array ([N] or [batch, sequence])");
+  ASSERT_TRUE(write_npy(dir + "/scalar.npy", "<i8", {}, le_bytes<int64_t>({7})).ok());
+  EXPECT_THAT(*read_token_file(dir + "/scalar.npy"), ElementsAre(7));
 }
 
 TEST(ReadTokenFile, NpyFortranOrderIsFlattenedInCOrder) {
