@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# CI sanitizer stage:
+#  1. the whole test suite (every ctest test, the fuzz corpora replayed
+#     included) built with AddressSanitizer + UndefinedBehaviorSanitizer;
+#  2. the concurrency stress test (8 threads x 100k lookups on one loaded
+#     runtime, every result checked) built with ThreadSanitizer.
+# Any sanitizer report fails the stage (-fno-sanitize-recover=all, and TSan's
+# non-zero exit on a report).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+started=$SECONDS
+
+# -- ASan + UBSan: everything --------------------------------------------------
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQEMB_SANITIZE=address,undefined \
+  -DQEMB_BUILD_TESTS=ON -DQEMB_BUILD_BENCH=OFF >/dev/null
+cmake --build build-asan -j2
+built=$SECONDS
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+ctest --test-dir build-asan --output-on-failure -j2
+echo "ci-sanitizers: ASan+UBSan build $((built - started)) s, tests $((SECONDS - built)) s"
+
+# -- TSan: the concurrency stress test only --------------------------------------
+tsan_started=$SECONDS
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQEMB_SANITIZE=thread \
+  -DQEMB_BUILD_TESTS=ON -DQEMB_BUILD_BENCH=OFF >/dev/null
+cmake --build build-tsan -j2 --target runtime_stress_test
+tsan_built=$SECONDS
+TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} build-tsan/runtime_stress_test
+echo "ci-sanitizers: TSan build $((tsan_built - tsan_started)) s, stress test $((SECONDS - tsan_built)) s"
+echo "ci-sanitizers: total $((SECONDS - started)) s"

@@ -1,0 +1,471 @@
+// Bad input, table-driven, across `qemb compile`, `qemb run`, `qemb inspect`
+// and the library calls the command line cannot reach. Every row must give a
+// clear message and a failing exit code (or error code), must not crash, and
+// must leave the folder exactly as it was: no output file, no `*.tmp-*`
+// temporary, the input untouched, and an existing output file not clobbered.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "qemb/artifact.h"
+#include "qemb/compiler.h"
+#include "qemb/npy.h"
+#include "qemb/runtime.h"
+#include "qemb/safetensors.h"
+#include "qemb/tokens.h"
+#include "support/test_util.h"
+
+namespace qemb {
+namespace {
+
+namespace fs = std::filesystem;
+using qemb::testing::run_command;
+using qemb::testing::TempDir;
+
+const std::string kQemb = QEMB_CLI_PATH;
+constexpr int64_t kVocab = 40, kDim = 6;
+const char kPrecious[] = "precious: an earlier run's output";
+
+// ---- byte builders ----------------------------------------------------------
+
+std::string le64(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return s;
+}
+
+// A safetensors file from header text; `declared` overrides the length prefix.
+std::string safetensors(const std::string& header, size_t data_bytes, int64_t declared = -1) {
+  const uint64_t n = declared < 0 ? header.size() : static_cast<uint64_t>(declared);
+  return le64(n) + header + std::string(data_bytes, '\x01');
+}
+
+std::string entry(const std::string& name, const std::string& dtype, const std::string& shape, uint64_t begin,
+                  uint64_t end) {
+  return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":[" +
+         std::to_string(begin) + "," + std::to_string(end) + "]}";
+}
+
+std::string npy(const std::string& descr, const std::vector<int64_t>& shape, const std::vector<uint8_t>& data) {
+  auto e = encode_npy(descr, shape, data.data(), data.size());
+  EXPECT_TRUE(e.ok()) << e.error().message;
+  return e.ok() ? std::string(e->begin(), e->end()) : std::string();
+}
+
+std::vector<uint8_t> i64_bytes(std::vector<int64_t> v) {
+  std::vector<uint8_t> b(v.size() * 8);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Every file under `root` with its bytes: what "the folder is unchanged" means.
+std::map<std::string, std::string> snapshot(const fs::path& root) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    const std::string rel = fs::relative(e.path(), root).string();
+    files[rel] = e.is_regular_file() ? qemb::testing::read_text(e.path().string()) : "<folder>";
+  }
+  return files;
+}
+
+std::string describe_changes(const std::map<std::string, std::string>& before,
+                             const std::map<std::string, std::string>& after) {
+  std::string out;
+  for (const auto& [name, bytes] : after) {
+    auto it = before.find(name);
+    if (it == before.end()) out += " created '" + name + "';";
+    else if (it->second != bytes) out += " changed '" + name + "';";
+  }
+  for (const auto& [name, bytes] : before)
+    if (!after.count(name)) out += " removed '" + name + "';";
+  return out;
+}
+
+// ---- the fixture: a good checkpoint, a good artifact, and its layout --------
+
+class BadInput : public ::testing::Test {
+ public:  // the case tables read the fixture through a reference
+  void SetUp() override {
+    fs::create_directories(dir_.file("folder"));
+    ckpt_ = dir_.file("model.safetensors");
+    art_ = dir_.file("good.qemb");
+    auto table = qemb::testing::spread_table(kVocab, kDim, 5);
+    std::vector<uint8_t> bytes(table.size() * 4);
+    std::memcpy(bytes.data(), table.data(), bytes.size());
+    ASSERT_TRUE(write_safetensors(ckpt_, {},
+                                  {{"model.embed_tokens.weight", "F32", {kVocab, kDim}, bytes},
+                                   {"model.cube", "F32", {2, 2, 2}, std::vector<uint8_t>(32, 0)}})
+                    .ok());
+    CompileOptions options;
+    options.qnn_sdk_version = "2.48";
+    auto compiled = compile_checkpoint(ckpt_, options, art_);
+    ASSERT_TRUE(compiled.ok()) << compiled.error().message;
+    good_artifact_ = qemb::testing::read_text(art_);
+    auto loaded = load_artifact(art_);
+    ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+    sections_ = loaded->sections;
+  }
+
+  const SectionInfo& section(SectionKind kind) const {
+    for (const auto& s : sections_)
+      if (s.kind == kind) return s;
+    ADD_FAILURE() << "no " << to_string(kind) << " section";
+    return sections_.front();
+  }
+  // The good artifact with one byte inverted.
+  std::string flipped(uint64_t offset) const {
+    std::string b = good_artifact_;
+    b[offset] = static_cast<char>(~b[offset]);
+    return b;
+  }
+  std::string flipped_in(SectionKind kind) const {
+    const SectionInfo& s = section(kind);
+    return flipped(s.offset + s.size / 2);
+  }
+  std::string truncated_in(SectionKind kind) const {
+    const SectionInfo& s = section(kind);
+    return good_artifact_.substr(0, s.offset + s.size / 2);
+  }
+  // First zero padding byte after the section table (sections are 64-aligned).
+  uint64_t padding_offset() const {
+    const uint64_t table_end = kArtifactHeaderSize + sections_.size() * kArtifactSectionEntrySize;
+    uint64_t first = std::numeric_limits<uint64_t>::max();
+    for (const auto& s : sections_) first = std::min(first, s.offset);
+    EXPECT_GT(first, table_end) << "no padding after the table";
+    return table_end;
+  }
+
+  TempDir dir_;
+  std::string ckpt_, art_, good_artifact_;
+  std::vector<SectionInfo> sections_;
+};
+
+// One row: the bad file's bytes (written to {bad}), the command, and the
+// message the user must see. `output` is where the command would write:
+// "{out}" (a fresh name: checked both absent and pre-existing) or another
+// placeholder (an input, a missing folder...) that must stay as it is.
+struct CliCase {
+  std::string what;
+  std::function<std::string(const BadInput&)> bad_bytes;  // null: no {bad} file
+  std::string bad_name;                                    // e.g. "bad.safetensors"
+  std::string args;
+  std::string message;
+  int exit_code = 1;
+};
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  return s;
+}
+
+TEST_F(BadInput, CommandLineTable) {
+  using B = const BadInput&;
+  const std::string embed = "model.embed_tokens.weight";
+  const std::string good_entry = entry(embed, "F32", "[40,6]", 0, 960);
+  const std::vector<CliCase> cases = {
+      // -- compile: the safetensors checkpoint ------------------------------
+      {"empty checkpoint", [](B) { return std::string(); }, "bad.safetensors",
+       "compile {bad} -o {out}", "is 0 bytes, shorter than the 8-byte header length"},
+      {"checkpoint shorter than the length prefix", [](B) { return std::string("\x10\0\0", 3); },
+       "bad.safetensors", "compile {bad} -o {out}", "is 3 bytes, shorter than the 8-byte header length"},
+      {"header length 0", [](B) { return le64(0) + "{}"; }, "bad.safetensors", "compile {bad} -o {out}",
+       "header length is 0; not a safetensors file"},
+      {"truncated header", [&](B) { return safetensors("{" + good_entry + "}", 0).substr(0, 40); },
+       "bad.safetensors", "compile {bad} -o {out}", "runs past the end of the file (40 bytes)"},
+      {"oversized header length", [&](B) { return safetensors("{" + good_entry + "}", 960, 1ll << 40); },
+       "bad.safetensors", "compile {bad} -o {out}", "header length 1099511627776 exceeds the 104857600-byte limit"},
+      {"header that is not JSON", [](B) { return safetensors("{not json at all}", 0); }, "bad.safetensors",
+       "compile {bad} -o {out}", "header is not valid UTF-8 JSON"},
+      {"header that is a JSON array", [](B) { return safetensors("[1,2]", 0); }, "bad.safetensors",
+       "compile {bad} -o {out}", "header must be a JSON object, found array"},
+      {"data offsets past the end", [&](B) { return safetensors("{" + good_entry + "}", 100); },
+       "bad.safetensors", "compile {bad} -o {out}",
+       "data_offsets end 960 is past the data region (100 bytes); the file is truncated or corrupt"},
+      {"overlapping tensors",
+       [&](B) { return safetensors("{" + good_entry + "," + entry("b", "F32", "[4]", 944, 960) + "}", 960); },
+       "bad.safetensors", "compile {bad} -o {out}", "[944, 960) overlap"},
+      {"data offsets begin after end", [&](B) { return safetensors("{" + entry(embed, "F32", "[0]", 8, 4) + "}", 8); },
+       "bad.safetensors", "compile {bad} -o {out}", "data_offsets begin 8 is after end 4"},
+      {"dtype qemb does not compile",
+       [&](B) { return safetensors("{" + entry(embed, "I8", "[40,6]", 0, 240) + "}", 240); }, "bad.safetensors",
+       "compile {bad} -o {out}", "has dtype I8; qemb reads F32, F16 and BF16"},
+      {"dtype unknown to safetensors",
+       [&](B) { return safetensors("{" + entry(embed, "F7", "[40,6]", 0, 240) + "}", 240); }, "bad.safetensors",
+       "compile {bad} -o {out}", "has unknown dtype 'F7'"},
+      {"shape and data size disagree",
+       [&](B) { return safetensors("{" + entry(embed, "F32", "[40,6]", 0, 900) + "}", 960); }, "bad.safetensors",
+       "compile {bad} -o {out}", "data_offsets cover 900 bytes but F32[40, 6] needs 960"},
+      {"duplicate tensor names",
+       [&](B) { return safetensors("{" + good_entry + "," + good_entry + "}", 960); }, "bad.safetensors",
+       "compile {bad} -o {out}", "lists tensor 'model.embed_tokens.weight' more than once"},
+      {"negative dimension",
+       [&](B) { return safetensors("{" + entry(embed, "F32", "[-40,6]", 0, 960) + "}", 960); }, "bad.safetensors",
+       "compile {bad} -o {out}", "negative dimension -40 at shape index 0"},
+      {"3-D tensor named explicitly", nullptr, "", "compile {ckpt} --tensor model.cube -o {out}",
+       "has shape [2, 2, 2]; an embedding table must be 2-D [vocab, dim]"},
+      {"only a 1-D embedding-named tensor",
+       [&](B) { return safetensors("{" + entry(embed, "F32", "[240]", 0, 960) + "}", 960); }, "bad.safetensors",
+       "compile {bad} -o {out}", "no embedding table found"},
+      {"non-finite value in the table",
+       [&](B) {
+         std::string s = safetensors("{" + good_entry + "}", 960);
+         const float nan = std::numeric_limits<float>::quiet_NaN();
+         std::memcpy(s.data() + s.size() - 960 + 4 * 13, &nan, 4);  // row 2, column 1
+         return s;
+       },
+       "bad.safetensors", "compile {bad} --qnn-sdk-version 2.48 -o {out}",
+       "non-finite value (NaN) at row 2, column 1"},
+      {"missing checkpoint", nullptr, "", "compile {dir}/absent.safetensors -o {out}",
+       "absent.safetensors': No such file or directory"},
+      {"checkpoint that is a folder", nullptr, "", "compile {dir}/folder -o {out}", "is not a regular file"},
+      {"compile output equal to the input", nullptr, "", "compile {ckpt} -o {ckpt}",
+       "is the input checkpoint; choose another path"},
+      {"compile output in a missing folder", nullptr, "", "compile {ckpt} --qnn-sdk-version 2.48 -o {dir}/no/such/a.qemb",
+       "check that the folder exists and is writable"},
+      {"compile output that is a folder", nullptr, "", "compile {ckpt} --qnn-sdk-version 2.48 -o {dir}/folder",
+       "cannot rename into"},
+      // -- run / inspect: the artifact --------------------------------------
+      {"empty artifact", [](B) { return std::string(); }, "bad.qemb", "run {bad} --tokens 1 -o {out}",
+       "is 0 bytes, smaller than the 64-byte header"},
+      {"artifact with bad magic (a checkpoint)", [](B b) { return qemb::testing::read_text(b.ckpt_); }, "bad.qemb",
+       "run {bad} --tokens 1 -o {out}", "not a qemb artifact"},
+      {"artifact from a future format version",
+       [](B b) {
+         std::string s = b.good_artifact_;
+         s[8] = 2;  // format version field
+         return s;
+       },
+       "bad.qemb", "run {bad} --tokens 1 -o {out}", "written by a newer qemb (format 2); this build reads format 1"},
+      {"artifact truncated inside the header", [](B b) { return b.good_artifact_.substr(0, 40); }, "bad.qemb",
+       "run {bad} --tokens 1 -o {out}", "is 40 bytes, smaller than the 64-byte header"},
+      {"artifact truncated inside the section table", [](B b) { return b.good_artifact_.substr(0, 100); },
+       "bad.qemb", "run {bad} --tokens 1 -o {out}", "but it is 100 bytes (truncated)"},
+      {"artifact truncated inside META", [](B b) { return b.truncated_in(SectionKind::kMeta); }, "bad.qemb",
+       "run {bad} --tokens 1 -o {out}", "(truncated)"},
+      {"artifact truncated inside GRAPH", [](B b) { return b.truncated_in(SectionKind::kGraph); }, "bad.qemb",
+       "run {bad} --tokens 1 -o {out}", "(truncated)"},
+      {"artifact truncated inside DATA", [](B b) { return b.truncated_in(SectionKind::kData); }, "bad.qemb",
+       "run {bad} --tokens 1 -o {out}", "(truncated)"},
+      {"artifact with bytes appended", [](B b) { return b.good_artifact_ + std::string(64, '\0'); }, "bad.qemb",
+       "run {bad} --tokens 1 -o {out}", "bytes but it is"},
+      {"flipped byte in the section table", [](B b) { return b.flipped(kArtifactHeaderSize + 8); }, "bad.qemb",
+       "run {bad} --tokens 1 -o {out}", "header/section-table checksum mismatch"},
+      {"flipped byte in META", [](B b) { return b.flipped_in(SectionKind::kMeta); }, "bad.qemb",
+       "run {bad} --tokens 1 -o {out}", "(META) checksum mismatch"},
+      {"flipped byte in GRAPH", [](B b) { return b.flipped_in(SectionKind::kGraph); }, "bad.qemb",
+       "run {bad} --tokens 1 -o {out}", "(GRAPH) checksum mismatch"},
+      {"flipped byte in DATA", [](B b) { return b.flipped_in(SectionKind::kData); }, "bad.qemb",
+       "run {bad} --tokens 1 -o {out}", "(DATA) checksum mismatch"},
+      {"flipped padding byte", [](B b) { return b.flipped(b.padding_offset()); }, "bad.qemb",
+       "run {bad} --tokens 1 -o {out}", "is not zero"},
+      {"missing artifact", nullptr, "", "run {dir}/absent.qemb --tokens 1 -o {out}",
+       "absent.qemb': No such file or directory"},
+      {"inspect an empty artifact", [](B) { return std::string(); }, "bad.qemb", "inspect {bad}",
+       "smaller than the 64-byte header"},
+      {"inspect an artifact with bad magic", [](B) { return std::string(100, 'x'); }, "bad.qemb", "inspect {bad}",
+       "not a qemb artifact (starts with 78 78 78"},
+      {"inspect a future format version",
+       [](B b) {
+         std::string s = b.good_artifact_;
+         s[9] = 1;  // format 257
+         return s;
+       },
+       "bad.qemb", "inspect {bad} --json", "written by a newer qemb (format 257)"},
+      {"inspect a flipped DATA byte", [](B b) { return b.flipped_in(SectionKind::kData); }, "bad.qemb",
+       "inspect {bad}", "(DATA) checksum mismatch"},
+      // -- run: token ids -----------------------------------------------------
+      {"id past the last row", nullptr, "", "run {art} --tokens 0,40 -o {out}",
+       "token id 40 at position 1 is past the last row; ids must be in [0, 40)"},
+      {"negative id", nullptr, "", "run {art} --tokens 5,-3 -o {out}", "token id -3 at position 1 is negative"},
+      {"dequantized run with an id past the end", nullptr, "", "run {art} --tokens 99 --dequantize -o {out}",
+       "token id 99 at position 0 is past the last row"},
+      {"non-numeric id", nullptr, "", "run {art} --tokens 1,two -o {out}", "'two' is not an integer"},
+      {"id beyond 64 bits", nullptr, "", "run {art} --tokens 99999999999999999999 -o {out}",
+       "does not fit in a 64-bit integer"},
+      {"empty id in the list", nullptr, "", "run {art} --tokens 1,,2 -o {out}", "token list item 1 is empty"},
+      {"token text file with junk", [](B) { return std::string("1\n2\nthree\n"); }, "ids.txt",
+       "run {art} --tokens-file {bad} -o {out}", "(line 3) 'three' is not an integer"},
+      {"token .npy of float dtype", [](B) { return npy("<f4", {2}, std::vector<uint8_t>(8, 0)); }, "ids.npy",
+       "run {art} --tokens-file {bad} -o {out}", "holds dtype '<f4'; token ids must be integers"},
+      {"token .npy of rank 3", [](B) { return npy("<i8", {2, 1, 2}, i64_bytes({1, 2, 3, 4})); }, "ids.npy",
+       "run {art} --tokens-file {bad} -o {out}", "token ids must be a 1-D or 2-D array"},
+      {"token .npy with an id past the end", [](B) { return npy("<i8", {2}, i64_bytes({3, 40})); }, "ids.npy",
+       "run {art} --tokens-file {bad} -o {out}", "token id 40 at position 1 is past the last row"},
+      {"token .npy with its data cut short",
+       [](B) {
+         std::string s = npy("<i8", {4}, i64_bytes({1, 2, 3, 4}));
+         return s.substr(0, s.size() - 5);
+       },
+       "ids.npy", "run {art} --tokens-file {bad} -o {out}", "needs 32 data bytes but the file has 27 (truncated)"},
+      {"missing token file", nullptr, "", "run {art} --tokens-file {dir}/absent.txt -o {out}",
+       "absent.txt': No such file or directory"},
+      {"no ids at all", nullptr, "", "run {art} -o {out}", "no token ids: pass --tokens 1,2,3 or --tokens-file FILE"},
+      {"run output equal to the artifact", nullptr, "", "run {art} --tokens 1 -o {art}",
+       "is the input artifact; choose another path"},
+      {"run output in a missing folder", nullptr, "", "run {art} --tokens 1 -o {dir}/no/such/o.npy",
+       "check that the folder exists and is writable"},
+      {"negative thread count", nullptr, "", "run {art} --tokens 1 --threads -1 -o {out}", "threads must be >= 0"},
+      {"unknown --verify mode", nullptr, "", "run {art} --tokens 1 --verify most -o {out}",
+       "unknown --verify 'most': expected full or header"},
+  };
+  ASSERT_GE(cases.size(), 30u);
+
+  for (const CliCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string bad = c.bad_name.empty() ? "" : dir_.file(c.bad_name);
+    if (c.bad_bytes) write_file(bad, c.bad_bytes(*this));
+    const std::string out = dir_.file(c.args.find("run ") == 0 ? "out.npy" : "out.qemb");
+    std::string args = c.args;
+    for (auto [from, to] : {std::pair<std::string, std::string>{"{bad}", bad}, {"{ckpt}", ckpt_}, {"{art}", art_},
+                            {"{out}", out}, {"{dir}", dir_.path().string()}})
+      args = replace_all(args, from, to);
+
+    // Once with no output file, once with one from an earlier run.
+    for (bool existing_output : {false, true}) {
+      if (existing_output) {
+        if (c.args.find("{out}") == std::string::npos) break;
+        write_file(out, kPrecious);
+      }
+      const auto before = snapshot(dir_.path());
+      const auto r = run_command(kQemb + " " + args);
+      EXPECT_EQ(r.exit_code, c.exit_code) << args << "\n" << r.out;
+      EXPECT_NE(r.out.find("qemb: error: "), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find(c.message), std::string::npos) << "expected: " << c.message << "\ngot: " << r.out;
+      EXPECT_EQ(describe_changes(before, snapshot(dir_.path())), "") << args;
+    }
+    fs::remove(out);
+    if (!bad.empty()) fs::remove(bad);
+  }
+}
+
+// ---- the library, where the command line cannot reach ------------------------
+
+struct LibraryCase {
+  std::string what;
+  std::function<Status()> call;
+  ErrorCode code;
+  std::string message;
+};
+
+TEST_F(BadInput, LibraryTable) {
+  auto loaded = EmbeddingRuntime::load(art_);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  const EmbeddingRuntime& rt = **loaded;
+  std::vector<uint16_t> out(4 * kDim, 0xBEEF);
+  std::vector<float> out_f(4 * kDim, -7.0f);
+  const std::string out_path = dir_.file("out.bin");
+
+  const std::vector<LibraryCase> cases = {
+      {"artifact from a null buffer", [] { return load_artifact_from_bytes(nullptr).status(); },
+       ErrorCode::kInvalidArgument, "no buffer given"},
+      {"artifact from an empty buffer",
+       [] { return load_artifact_from_bytes(std::make_shared<OwnedBuffer>(std::vector<uint8_t>{})).status(); },
+       ErrorCode::kCorrupt, "0 bytes, smaller than the 64-byte header"},
+      {"artifact with a header that lies about the table",
+       [&] {
+         std::vector<uint8_t> b(good_artifact_.begin(), good_artifact_.end());
+         b[12] = 0xff, b[13] = 0xff;  // section count 65535+
+         return load_artifact_from_bytes(std::make_shared<OwnedBuffer>(b)).status();
+       },
+       ErrorCode::kCorrupt, "lies outside the"},
+      {"int64 id past the end", [&] { return rt.lookup(std::vector<int64_t>{0, kVocab}, out.data()); },
+       ErrorCode::kOutOfRange, "token id 40 at position 1 is past the last row"},
+      {"lowest int64 id",
+       [&] { return rt.lookup(std::vector<int64_t>{std::numeric_limits<int64_t>::min()}, out.data()); },
+       ErrorCode::kOutOfRange, "token id -9223372036854775808 at position 0 is negative"},
+      {"negative int32 id", [&] { return rt.lookup(std::vector<int32_t>{1, 2, -1}, out.data()); },
+       ErrorCode::kOutOfRange, "token id -1 at position 2 is negative"},
+      {"dequantized int32 id past the end",
+       [&] { return rt.lookup_dequantized(std::vector<int32_t>{kVocab + 5}, out_f.data()); },
+       ErrorCode::kOutOfRange, "token id 45 at position 0"},
+      {"safetensors from no bytes", [] { return SafetensorsFile::from_bytes({}, "x.safetensors").status(); },
+       ErrorCode::kParseError, "is 0 bytes"},
+      {"tensor rows past the end",
+       [&] {
+         auto f = SafetensorsFile::open(ckpt_);
+         if (!f.ok()) return f.status();
+         std::vector<float> rows(2 * kDim);
+         return f->read_rows_float("model.embed_tokens.weight", kVocab - 1, kVocab + 1, rows.data());
+       },
+       ErrorCode::kOutOfRange, "rows [39, 41)"},
+      {"write-back over the input checkpoint",
+       [&] {
+         auto f = SafetensorsFile::open(ckpt_);
+         if (!f.ok()) return f.status();
+         std::vector<float> values(kVocab * kDim, 0.0f);
+         return copy_with_replaced_tensor(*f, "model.embed_tokens.weight", values.data(), ckpt_);
+       },
+       ErrorCode::kInvalidArgument, "is the input checkpoint"},
+      {"npy with a structured dtype",
+       [] {
+         const std::string h = "{'descr': [('a', '<i4')], 'fortran_order': False, 'shape': (1,), }";
+         std::string s = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(h.size() + 1) + '\0' + h + "\n" +
+                         std::string(4, '\0');
+         return parse_npy(reinterpret_cast<const uint8_t*>(s.data()), s.size(), "s.npy").status();
+       },
+       ErrorCode::kUnsupported, "'s.npy': structured dtypes are not supported"},
+      {"token ids from a bool .npy",
+       [] {
+         NpyArray a;
+         a.dtype = "|b1";
+         a.shape = {2};
+         a.data = {1, 0};
+         return tokens_from_npy(a, "b.npy").status();
+       },
+       ErrorCode::kUnsupported, "token ids must be integers"},
+      {"npy written to a folder path",
+       [&] {
+         const uint16_t v[2] = {1, 2};
+         return write_npy_u16(dir_.file("folder"), v, 1, 2);
+       },
+       ErrorCode::kIoError, "cannot rename into"},
+      {"artifact of an inconsistent graph over an existing file",
+       [&] {
+         write_file(out_path, kPrecious);
+         Graph g;
+         Tensor t;
+         t.name = "w";
+         t.kind = TensorKind::kStatic;
+         t.dtype = DataType::kUFixedPoint16;
+         t.shape = {2, 2};
+         t.data = std::make_shared<OwnedBuffer>(std::vector<uint8_t>(3, 0));  // needs 8 bytes
+         g.add_tensor(t);
+         return write_artifact(out_path, g, nlohmann::json::object());
+       },
+       ErrorCode::kInvalidArgument, "STATIC tensor 'w' holds 3 bytes, its shape needs 8"},
+  };
+  ASSERT_GE(cases.size(), 10u);
+  for (const LibraryCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    fs::remove(out_path);
+    const auto before = snapshot(dir_.path());
+    Status s = c.call();
+    EXPECT_EQ(s.code(), c.code) << to_string(s.code()) << ": " << s.message();
+    EXPECT_NE(s.message().find(c.message), std::string::npos) << "expected: " << c.message << "\ngot: " << s.message();
+    auto after = snapshot(dir_.path());
+    if (before.count("out.bin") == 0 && after.count("out.bin")) {  // the case wrote it first, on purpose
+      EXPECT_EQ(after["out.bin"], kPrecious) << "an existing output was clobbered";
+      after.erase("out.bin");
+    }
+    EXPECT_EQ(describe_changes(before, after), "");
+  }
+  // Failed lookups wrote nothing.
+  for (uint16_t v : out) EXPECT_EQ(v, 0xBEEF);
+  for (float v : out_f) EXPECT_EQ(v, -7.0f);
+}
+
+}  // namespace
+}  // namespace qemb
