@@ -106,18 +106,25 @@ Result<BenchResult> run_bench(const EmbeddingRuntime& runtime, const BenchOption
 
   std::vector<uint16_t> out16(options.dequantize ? 0 : batch * dim);
   std::vector<float> out32(options.dequantize ? batch * dim : 0);
+  std::vector<uint8_t> copy(batch * table.row_bytes);
+  pthreadpool_t pool = runtime.threads() > 1 ? pthreadpool_create(static_cast<size_t>(runtime.threads())) : nullptr;
+
+  // Fault in every page of the mapped table first, so neither side pays the
+  // first touch of a lazily mapped artifact.
+  uint8_t touched = 0;
+  const size_t table_bytes = table.row_bytes * static_cast<size_t>(vocab);
+  for (size_t off = 0; off < table_bytes; off += 4096) touched ^= table.data[off];
+  volatile uint8_t sink = touched;
+  (void)sink;
+
   Status failure;
-  const double kernel_batches_per_s = measure(options.min_seconds, batches, [&](size_t b) {
+  auto kernel_step = [&](size_t b) {
     std::span<const int64_t> span(ids.data() + b * batch, batch);
     Status s = options.dequantize ? runtime.lookup_dequantized(span, out32.data())
                                   : runtime.lookup(span, out16.data());
     if (!s.ok()) failure = s;
-  });
-  QEMB_RETURN_IF_ERROR(failure);
-
-  pthreadpool_t pool = runtime.threads() > 1 ? pthreadpool_create(static_cast<size_t>(runtime.threads())) : nullptr;
-  std::vector<uint8_t> copy(batch * table.row_bytes);
-  const double baseline_batches_per_s = measure(options.min_seconds, batches, [&](size_t b) {
+  };
+  auto baseline_step = [&](size_t b) {
     MemcpyGather g{table, ids.data() + b * batch, copy.data()};
     if (pool && batch >= 128) {
       pthreadpool_parallelize_1d_tile_1d(pool, &MemcpyGather::task, &g, batch,
@@ -125,7 +132,15 @@ Result<BenchResult> run_bench(const EmbeddingRuntime& runtime, const BenchOption
     } else {
       MemcpyGather::task(&g, 0, batch);
     }
-  });
+  };
+  // Alternate the two a few times and keep each one's best, so a burst of
+  // load on a shared machine does not land on one side only.
+  double kernel_batches_per_s = 0, baseline_batches_per_s = 0;
+  for (int round = 0; round < 3; ++round) {
+    kernel_batches_per_s = std::max(kernel_batches_per_s, measure(options.min_seconds / 3, batches, kernel_step));
+    QEMB_RETURN_IF_ERROR(failure);
+    baseline_batches_per_s = std::max(baseline_batches_per_s, measure(options.min_seconds / 3, batches, baseline_step));
+  }
   if (pool) pthreadpool_destroy(pool);
 
   r.rows_per_s = kernel_batches_per_s * static_cast<double>(batch);
