@@ -1,0 +1,205 @@
+// Quantization kernels (qemb/quantize_kernels.h) for every Highway target this
+// build compiles. Highway recompiles this file once per target
+// (foreach_target.h); the HWY_ONCE pass exports them and builds the sets.
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/quantize_kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "kernels/requant-inl.h"
+#include "qemb/ir.h"
+#include "qemb/quantize.h"
+#include "qemb/quantize_kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace qemb {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+int64_t row_stats_f32(const float* row, size_t dim, RowStats* stats) {
+  const hn::ScalableTag<float> df;
+  const size_t N = hn::Lanes(df);
+  RowStats s;
+  if (dim == 0) {
+    *stats = s;
+    return -1;
+  }
+  size_t j = 0;
+  float lo = row[0], hi = row[0], amax = 0.0f;
+  if (dim >= N) {
+    const auto finite_limit = hn::Set(df, FLT_MAX);
+    auto vlo = hn::LoadU(df, row), vhi = vlo, vamax = hn::Zero(df);
+    for (; j + N <= dim; j += N) {
+      const auto v = hn::LoadU(df, row + j);
+      const auto a = hn::Abs(v);
+      // |v| <= FLT_MAX fails for NaN and both infinities.
+      if (HWY_UNLIKELY(!hn::AllTrue(df, hn::Le(a, finite_limit)))) {
+        for (size_t k = j;; ++k)
+          if (!std::isfinite(row[k])) return static_cast<int64_t>(k);
+      }
+      vlo = hn::Min(vlo, v);
+      vhi = hn::Max(vhi, v);
+      vamax = hn::Max(vamax, a);
+    }
+    lo = hn::GetLane(hn::MinOfLanes(df, vlo));
+    hi = hn::GetLane(hn::MaxOfLanes(df, vhi));
+    amax = hn::GetLane(hn::MaxOfLanes(df, vamax));
+  }
+  for (; j < dim; ++j) {
+    if (!std::isfinite(row[j])) return static_cast<int64_t>(j);
+    lo = std::min(lo, row[j]);
+    hi = std::max(hi, row[j]);
+    amax = std::max(amax, std::fabs(row[j]));
+  }
+  s.min = lo;
+  s.max = hi;
+  s.amax = amax;
+  *stats = s;
+  return -1;
+}
+
+// quantize_weight for dim values: clamp(rne(w * inv(s)), -qmax, qmax). The
+// clamp runs in float on an integer-valued float with clamp_to_int's order
+// (NaN -> -qmax), so the int8 is exactly the scalar one.
+HWY_INLINE void QuantizeToInt8(const float* HWY_RESTRICT row, size_t dim, float row_scale, int qmax,
+                               int8_t* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<int8_t, decltype(df)> d8;
+  const size_t N = hn::Lanes(df);
+  const float inv_scale = inv(row_scale);
+  const auto vinv = hn::Set(df, inv_scale);
+  const auto vhi = hn::Set(df, static_cast<float>(qmax));
+  const auto vlo = hn::Set(df, static_cast<float>(-qmax));
+  size_t j = 0;
+  for (; j + N <= dim; j += N) {
+    const auto r = RoundHalfEven(df, hn::Mul(hn::LoadU(df, row + j), vinv));
+    const auto c = hn::Min(MaxOrLowerIfNaN<decltype(df)>(r, vlo), vhi);
+    hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, c)), d8, out + j);
+  }
+  for (; j < dim; ++j) out[j] = quantize_weight(row[j], row_scale, qmax);
+}
+
+void quantize_row_s8(const float* row, size_t dim, float row_scale, int8_t* out) {
+  QuantizeToInt8(row, dim, row_scale, 127, out);
+}
+
+// Quantizes a block of columns into int8 (in L1), then packs pairs: as a
+// little-endian uint16 a pair is q[2k] | q[2k+1] << 8, and its byte is
+// (x & 0x0F) | ((x >> 4) & 0xF0).
+void quantize_row_s4(const float* row, size_t dim, float row_scale, uint8_t* out) {
+  constexpr size_t kBlock = 1024;  // columns, even
+  alignas(64) int8_t q[kBlock + 2];
+  const hn::ScalableTag<int16_t> d16;
+  const hn::Rebind<uint8_t, decltype(d16)> du8;
+  const size_t N16 = hn::Lanes(d16);
+  for (size_t begin = 0; begin < dim; begin += kBlock) {
+    const size_t cols = std::min(kBlock, dim - begin);
+    QuantizeToInt8(row + begin, cols, row_scale, 7, q);
+    q[cols] = 0;  // the padding nibble of an odd row
+    const size_t pairs = (cols + 1) / 2;
+    uint8_t* dst = out + begin / 2;
+    size_t k = 0;
+    for (; k + N16 <= pairs; k += N16) {
+      const auto x = hn::LoadU(d16, reinterpret_cast<const int16_t*>(q) + k);
+      const auto b = hn::Or(hn::And(x, hn::Set(d16, 0x0F)),
+                            hn::And(hn::ShiftRight<4>(x), hn::Set(d16, 0xF0)));
+      hn::StoreU(hn::DemoteTo(du8, b), du8, dst + k);
+    }
+    for (; k < pairs; ++k)
+      dst[k] = static_cast<uint8_t>((q[2 * k] & 0x0F) | ((q[2 * k + 1] & 0x0F) << 4));
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace qemb
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace qemb {
+
+HWY_EXPORT(row_stats_f32);
+HWY_EXPORT(quantize_row_s8);
+HWY_EXPORT(quantize_row_s4);
+
+namespace {
+
+// The slot of `target` in the HWY_EXPORT tables (as in gather_kernels.cc).
+size_t dispatch_index(int64_t target) {
+#if (HWY_TARGETS & (HWY_TARGETS - 1)) == 0
+  (void)target;
+  return 0;
+#else
+  const int64_t mask = (HWY_CHOSEN_TARGET_SHIFT(target) | HWY_CHOSEN_TARGET_MASK_SCALAR) &
+                       HWY_CHOSEN_TARGET_MASK_TARGETS;
+  return hwy::Num0BitsBelowLS1Bit_Nonzero64(static_cast<uint64_t>(mask));
+#endif
+}
+
+std::vector<QuantizeKernelSet> build_sets() {
+  std::vector<QuantizeKernelSet> sets;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    const size_t index = dispatch_index(target);
+    QuantizeKernelSet set;
+    set.isa = hwy::TargetName(target);
+    set.hwy_target = target;
+    set.row_stats_f32 = HWY_DISPATCH_TABLE(row_stats_f32)[index];
+    set.quantize_row_s8 = HWY_DISPATCH_TABLE(quantize_row_s8)[index];
+    set.quantize_row_s4 = HWY_DISPATCH_TABLE(quantize_row_s4)[index];
+    if (set.row_stats_f32 && set.quantize_row_s8 && set.quantize_row_s4) sets.push_back(set);
+  }
+  if (sets.empty()) sets.push_back(reference_quantize_kernels());
+  return sets;
+}
+
+const std::vector<QuantizeKernelSet>& sets() {
+  static const std::vector<QuantizeKernelSet> s = build_sets();
+  return s;
+}
+
+int64_t reference_row_stats(const float* row, size_t dim, RowStats* stats) {
+  for (size_t j = 0; j < dim; ++j)
+    if (!std::isfinite(row[j])) return static_cast<int64_t>(j);
+  RowStats s;  // min_max's loop (quant layer), restated: kernels link only core
+  s.min = s.max = dim ? row[0] : 0.0f;
+  for (size_t j = 0; j < dim; ++j) {
+    s.min = std::min(s.min, row[j]);
+    s.max = std::max(s.max, row[j]);
+    s.amax = std::max(s.amax, std::fabs(row[j]));
+  }
+  *stats = s;
+  return -1;
+}
+
+void reference_quantize_s8(const float* row, size_t dim, float row_scale, int8_t* out) {
+  for (size_t j = 0; j < dim; ++j) out[j] = quantize_weight(row[j], row_scale, 127);
+}
+
+void reference_quantize_s4(const float* row, size_t dim, float row_scale, uint8_t* out) {
+  std::memset(out, 0, (dim + 1) / 2);
+  for (size_t j = 0; j < dim; ++j) pack_int4(out, static_cast<int64_t>(j), quantize_weight(row[j], row_scale, 7));
+}
+
+}  // namespace
+
+const QuantizeKernelSet& best_quantize_kernels() { return sets().front(); }
+std::vector<QuantizeKernelSet> all_quantize_kernel_sets() { return sets(); }
+
+const QuantizeKernelSet& reference_quantize_kernels() {
+  static const QuantizeKernelSet set = [] {
+    QuantizeKernelSet s;
+    s.isa = "REFERENCE";
+    s.row_stats_f32 = reference_row_stats;
+    s.quantize_row_s8 = reference_quantize_s8;
+    s.quantize_row_s4 = reference_quantize_s4;
+    return s;
+  }();
+  return set;
+}
+
+}  // namespace qemb
+#endif  // HWY_ONCE
