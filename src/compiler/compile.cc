@@ -7,13 +7,16 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 
 #include "qemb/artifact.h"
 #include "qemb/compiler.h"
 #include "qemb/file.h"
+#include "qemb/kernels.h"
 #include "qemb/passes.h"
+#include "qemb/quantize_kernels.h"
 #include "qemb/safetensors.h"
 
 namespace qemb {
@@ -196,6 +199,65 @@ Result<CompiledEmbedding> compile_table(const float* table, int64_t rows, int64_
   return compile_rows(ArrayRows(table, rows, dim), options, target, source);
 }
 
+namespace {
+
+// Bytes of a size known up front, left uninitialised: every byte is written
+// before use, so zero-filling a GiB table first would only cost time.
+class UninitializedBuffer final : public Buffer {
+ public:
+  explicit UninitializedBuffer(size_t size) : bytes_(new uint8_t[size]), size_(size) {}
+  const uint8_t* data() const override { return bytes_.get(); }
+  uint8_t* mutable_data() { return bytes_.get(); }
+  size_t size() const override { return size_; }
+
+ private:
+  std::unique_ptr<uint8_t[]> bytes_;
+  size_t size_;
+};
+
+// Stands in for the weight's bytes while the graph is lowered before the
+// weight is quantized (the lowering only looks at shapes and encodings).
+class PendingBuffer final : public Buffer {
+ public:
+  explicit PendingBuffer(size_t size) : size_(size) {}
+  const uint8_t* data() const override { return nullptr; }
+  size_t size() const override { return size_; }
+
+ private:
+  size_t size_;
+};
+
+CompileMode resolve_mode(const CompileOptions& options, uint64_t materialized, std::string& reason) {
+  switch (options.mode) {
+    case CompileMode::kMaterialize:
+      reason = "forced with --mode materialize";
+      return CompileMode::kMaterialize;
+    case CompileMode::kFused:
+      reason = "forced with --mode fused";
+      return CompileMode::kFused;
+    case CompileMode::kAuto:
+      break;
+  }
+  if (materialized > options.memory_budget) {
+    reason = "a materialized uint16 table would take " + mib(materialized) + ", over the memory budget of " +
+             mib(options.memory_budget) + "; keeping the packed PCQ table with a fused requantizing gather";
+    return CompileMode::kFused;
+  }
+  reason = "the materialized uint16 table (" + mib(materialized) + ") fits the memory budget of " +
+           mib(options.memory_budget);
+  return CompileMode::kMaterialize;
+}
+
+// The Convert of the optimized pattern that reads the static weight, or -1.
+int find_weight_convert(const Graph& g, const std::string& weight_name) {
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (g.ops[i].type == OpType::kConvert && g.ops[i].inputs.size() == 1 && g.ops[i].inputs[0] == weight_name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+}  // namespace
+
 Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOptions& options,
                                        const TargetVersion& target, const TableSource& source) {
   const int64_t rows = src.rows(), dim = src.dim();
@@ -204,8 +266,28 @@ Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOption
                                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int bits = weight_bits(options.scheme), qmax = weight_qmax(options.scheme);
   const size_t row_bytes = row_storage_bytes(DataType::kSFixedPoint8, bits, dim);
+  const QuantizeKernelSet& qk = best_quantize_kernels();
+  auto quantize_row = [&](const float* w, float s, uint8_t* dst) {
+    if (bits == 4) {
+      qk.quantize_row_s4(w, static_cast<size_t>(dim), s, dst);
+    } else {
+      qk.quantize_row_s8(w, static_cast<size_t>(dim), s, reinterpret_cast<int8_t*>(dst));
+    }
+  };
 
-  // Pass 1: finiteness, the value range and the row scales.
+  CompiledEmbedding out;
+  out.target = target;
+  const uint64_t materialized = static_cast<uint64_t>(rows) * static_cast<uint64_t>(dim) * 2;
+  out.mode = resolve_mode(options, materialized, out.mode_reason);
+  // A fused compile quantizes in the scan itself: a row's scale is known as
+  // soon as the row has been seen. A materialized one only scans first: its
+  // uint16 table needs the whole table's range before the first row.
+  const bool quantize_in_scan = out.mode == CompileMode::kFused;
+  std::shared_ptr<UninitializedBuffer> packed;
+  if (quantize_in_scan) packed = std::make_shared<UninitializedBuffer>(row_bytes * static_cast<size_t>(rows));
+
+  // Pass 1: finiteness, the value range and the row scales, one row at a
+  // time so each decoded row is still in cache when it is quantized.
   std::vector<float> scales(static_cast<size_t>(rows));
   std::mutex range_mu;
   float lo = INFINITY, hi = -INFINITY;
@@ -213,16 +295,20 @@ Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOption
     // Declared where each worker runs: a thread_local declared in the caller
     // is never destroyed in threads that do not pass its declaration (GCC),
     // which leaked one buffer per worker per compile (LeakSanitizer).
-    thread_local std::vector<float> buffer;
-    buffer.resize(static_cast<size_t>((end - begin) * dim));
-    QEMB_RETURN_IF_ERROR(src.read(begin, end, buffer.data()));
-    for (size_t k = 0; k < buffer.size(); ++k)
-      if (!std::isfinite(buffer[k]))
-        return non_finite_error(buffer[k], begin + static_cast<int64_t>(k) / dim, static_cast<int64_t>(k) % dim);
-    float clo, chi;
-    min_max(buffer.data(), buffer.size(), clo, chi);
-    for (int64_t r = begin; r < end; ++r)
-      scales[static_cast<size_t>(r)] = weight_row_scale(buffer.data() + (r - begin) * dim, dim, qmax);
+    thread_local std::vector<float> row;
+    row.resize(static_cast<size_t>(dim));
+    float clo = INFINITY, chi = -INFINITY;
+    for (int64_t r = begin; r < end; ++r) {
+      QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
+      RowStats st;
+      const int64_t bad = qk.row_stats_f32(row.data(), static_cast<size_t>(dim), &st);
+      if (bad >= 0) return non_finite_error(row[static_cast<size_t>(bad)], r, bad);
+      clo = std::min(clo, st.min);
+      chi = std::max(chi, st.max);
+      const float s = row_scale_from_amax(st.amax, qmax);
+      scales[static_cast<size_t>(r)] = s;
+      if (quantize_in_scan) quantize_row(row.data(), s, packed->mutable_data() + static_cast<size_t>(r) * row_bytes);
+    }
     src.release(begin, end);
     std::lock_guard<std::mutex> lock(range_mu);
     lo = std::min(lo, clo);
@@ -230,44 +316,23 @@ Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOption
     return Status::Ok();
   }));
 
-  CompiledEmbedding out;
-  out.target = target;
   if (options.calibration_tokens) {
     QEMB_ASSIGN_OR_RETURN(out.act, calibration_encoding(src, *options.calibration_tokens));
   } else {
     out.act = activation_encoding(lo, hi);
   }
 
-  // Pass 2: quantize straight into the weight's storage layout.
-  std::vector<uint8_t> packed(row_bytes * static_cast<size_t>(rows), 0);
-  QEMB_RETURN_IF_ERROR(parallel_rows(rows, threads, "quantize", options, [&](int64_t begin, int64_t end) -> Status {
-    thread_local std::vector<float> buffer;  // see the scan pass
-    buffer.resize(static_cast<size_t>((end - begin) * dim));
-    QEMB_RETURN_IF_ERROR(src.read(begin, end, buffer.data()));
-    for (int64_t r = begin; r < end; ++r) {
-      const float* w = buffer.data() + (r - begin) * dim;
-      const float s = scales[static_cast<size_t>(r)];
-      uint8_t* dst = packed.data() + static_cast<size_t>(r) * row_bytes;
-      for (int64_t j = 0; j < dim; ++j) {
-        const int8_t q = quantize_weight(w[j], s, qmax);
-        if (bits == 4) {
-          pack_int4(dst, j, q);
-        } else {
-          dst[j] = static_cast<uint8_t>(q);
-        }
-      }
-    }
-    src.release(begin, end);
-    return Status::Ok();
-  }));
-
   Tensor weight;
   weight.name = "weight";
   weight.kind = TensorKind::kStatic;
   weight.dtype = DataType::kSFixedPoint8;
   weight.shape = {rows, dim};
-  weight.encoding = Encoding::per_axis(0, std::move(scales), std::vector<int32_t>(static_cast<size_t>(rows), 0), bits);
-  weight.data = std::make_shared<OwnedBuffer>(std::move(packed));
+  weight.encoding = Encoding::per_axis(0, scales, std::vector<int32_t>(static_cast<size_t>(rows), 0), bits);
+  if (packed) {
+    weight.data = packed;
+  } else {
+    weight.data = std::make_shared<PendingBuffer>(row_bytes * static_cast<size_t>(rows));
+  }
 
   EmbeddingLoweringOptions lo_opts;
   lo_opts.name = options.node_name;
@@ -275,35 +340,81 @@ Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOption
   QEMB_ASSIGN_OR_RETURN(LoweredEmbedding lowered, lower_embedding(std::move(weight), out.act, target, lo_opts));
   out.pattern = lowered.pattern;
   out.pattern_reason = lowered.reason;
-  out.lowered = lowered.graph;  // shares the weight's bytes
-  const uint64_t materialized = static_cast<uint64_t>(rows) * static_cast<uint64_t>(dim) * 2;
-  switch (options.mode) {
-    case CompileMode::kMaterialize:
-      out.mode = CompileMode::kMaterialize;
-      out.mode_reason = "forced with --mode materialize";
-      break;
-    case CompileMode::kFused:
-      out.mode = CompileMode::kFused;
-      out.mode_reason = "forced with --mode fused";
-      break;
-    case CompileMode::kAuto:
-      if (materialized > options.memory_budget) {
-        out.mode = CompileMode::kFused;
-        out.mode_reason = "a materialized uint16 table would take " + mib(materialized) +
-                          ", over the memory budget of " + mib(options.memory_budget) +
-                          "; keeping the packed PCQ table with a fused requantizing gather";
-      } else {
-        out.mode = CompileMode::kMaterialize;
-        out.mode_reason = "the materialized uint16 table (" + mib(materialized) +
-                          ") fits the memory budget of " + mib(options.memory_budget);
+  Graph& graph = lowered.graph;
+  Tensor* weight_tensor = nullptr;
+  for (Tensor& t : graph.tensors)
+    if (t.kind == TensorKind::kStatic && t.encoding.is_per_axis()) weight_tensor = &t;
+  if (weight_tensor == nullptr) return make_error(ErrorCode::kInternal, "the lowered graph has no PCQ weight tensor");
+
+  const int convert = out.mode == CompileMode::kMaterialize && out.pattern == Pattern::kOptimized
+                          ? find_weight_convert(graph, weight_tensor->name)
+                          : -1;
+  const Tensor* convert_out = convert >= 0 ? graph.find_tensor(graph.ops[static_cast<size_t>(convert)].outputs[0]) : nullptr;
+  if (convert_out != nullptr && convert_out->dtype == DataType::kUFixedPoint16 &&
+      convert_out->shape == weight_tensor->shape && convert_out->kind != TensorKind::kAppRead) {
+    // Materialized optimized pattern: the folded Convert is exactly
+    // requant_gather_s{4,8}_u16 over every id, so each row goes float ->
+    // packed (a row of scratch) -> uint16 while hot, and the packed table
+    // never exists whole (peak = the uint16 table).
+    auto table = std::make_shared<UninitializedBuffer>(static_cast<size_t>(materialized));
+    const KernelSet& kernels = best_kernels();
+    const RequantGatherU16Fn gather = bits == 4 ? kernels.requant_gather_s4_u16 : kernels.requant_gather_s8_u16;
+    const ActivationEncoding act{convert_out->encoding.scale, -convert_out->encoding.offset};
+    QEMB_RETURN_IF_ERROR(parallel_rows(rows, threads, "quantize", options, [&](int64_t begin, int64_t end) -> Status {
+      thread_local std::vector<float> row;  // see the scan pass
+      thread_local std::vector<uint8_t> q;
+      row.resize(static_cast<size_t>(dim));
+      q.resize(row_bytes);
+      RequantGatherParams params;
+      params.weights = q.data();
+      params.dim = static_cast<size_t>(dim);
+      params.act = act;
+      const int64_t first_id = 0;
+      for (int64_t r = begin; r < end; ++r) {
+        QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
+        quantize_row(row.data(), scales[static_cast<size_t>(r)], q.data());
+        params.row_scales = scales.data() + r;
+        gather(params, &first_id, 1,
+               reinterpret_cast<uint16_t*>(table->mutable_data()) + static_cast<size_t>(r) * static_cast<size_t>(dim));
       }
-      break;
-  }
-  out.runtime_graph = std::move(lowered.graph);
-  if (out.mode == CompileMode::kFused) {
-    QEMB_RETURN_IF_ERROR(fuse_requant_gathers(out.runtime_graph));
+      src.release(begin, end);
+      return Status::Ok();
+    }));
+    out.runtime_graph = graph;
+    Op& op = out.runtime_graph.ops[static_cast<size_t>(convert)];
+    Tensor* folded = out.runtime_graph.find_tensor(op.outputs[0]);
+    folded->kind = TensorKind::kStatic;
+    folded->data = table;
+    out.runtime_graph.ops.erase(out.runtime_graph.ops.begin() + convert);
+    out.runtime_graph.remove_unused_tensors();
+    QEMB_RETURN_IF_ERROR(out.runtime_graph.check());
+    // The packed weight was never kept whole: the lowered graph keeps its
+    // metadata (shape, per-row encodings) with the data released.
+    weight_tensor->data.reset();
+    out.lowered = std::move(graph);
   } else {
-    QEMB_RETURN_IF_ERROR(fold_static_converts(out.runtime_graph));
+    if (!packed) {  // materialized legacy pattern: it reads the packed weight
+      packed = std::make_shared<UninitializedBuffer>(row_bytes * static_cast<size_t>(rows));
+      QEMB_RETURN_IF_ERROR(parallel_rows(rows, threads, "quantize", options, [&](int64_t begin, int64_t end) -> Status {
+        thread_local std::vector<float> row;  // see the scan pass
+        row.resize(static_cast<size_t>(dim));
+        for (int64_t r = begin; r < end; ++r) {
+          QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
+          quantize_row(row.data(), scales[static_cast<size_t>(r)],
+                       packed->mutable_data() + static_cast<size_t>(r) * row_bytes);
+        }
+        src.release(begin, end);
+        return Status::Ok();
+      }));
+      weight_tensor->data = packed;
+    }
+    out.lowered = graph;  // shares the weight's bytes
+    out.runtime_graph = std::move(graph);
+    if (out.mode == CompileMode::kFused) {
+      QEMB_RETURN_IF_ERROR(fuse_requant_gathers(out.runtime_graph));
+    } else {
+      QEMB_RETURN_IF_ERROR(fold_static_converts(out.runtime_graph));
+    }
   }
 
   nlohmann::json& m = out.metadata;
