@@ -41,7 +41,10 @@ struct CompileOptions {
 };
 
 struct CompiledEmbedding {
-  Graph lowered;        // as lowered, before passes
+  // As lowered, before passes. For the materialized optimized pattern the
+  // weight tensor keeps its shape and encoding but not its data: the uint16
+  // table is built row by row and the packed weight never exists whole.
+  Graph lowered;
   Graph runtime_graph;  // after fold/fuse: what the artifact holds
   Pattern pattern = Pattern::kLegacy;
   std::string pattern_reason;
