@@ -91,6 +91,10 @@ struct Tensor {
   int bitwidth() const;  // encoding bitwidth, or the dtype's natural width
 };
 
+// The product of `shape`, 0 when any dimension is 0, -1 when it overflows
+// int64 (parsers call this on untrusted shapes).
+int64_t checked_element_count(const std::vector<int64_t>& shape);
+
 // Bytes one row of `dim` values occupies in storage layout.
 size_t row_storage_bytes(DataType dtype, int bitwidth, int64_t dim);
 // Bytes of a whole [rows, dim] tensor in storage layout (shape rank >= 1).

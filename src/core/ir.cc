@@ -99,6 +99,16 @@ int Tensor::bitwidth() const {
   }
 }
 
+int64_t checked_element_count(const std::vector<int64_t>& shape) {
+  // A zero dimension makes the product 0 even where the others would overflow.
+  for (int64_t d : shape)
+    if (d == 0) return 0;
+  uint64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return -1;
+  return n > static_cast<uint64_t>(INT64_MAX) ? -1 : static_cast<int64_t>(n);
+}
+
 size_t row_storage_bytes(DataType dtype, int bitwidth, int64_t dim) {
   const size_t d = static_cast<size_t>(dim);
   switch (dtype) {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "qemb/file.h"
+#include "qemb/strings.h"
 
 namespace qemb {
 
@@ -23,19 +24,6 @@ std::string join(const std::vector<std::string>& parts, size_t count) {
   return out;
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t substitute = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, substitute});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
 
 // How alike two component names look: a shared prefix ("embed" and
 // "embed_tokens") counts first, containment next, edit distance last.

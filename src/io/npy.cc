@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "qemb/file.h"
+#include "qemb/ir.h"
 
 namespace qemb {
 namespace {
@@ -238,19 +239,7 @@ Result<std::string> npy_header(const std::string& descr, const std::vector<int64
 
 }  // namespace
 
-int64_t NpyArray::num_elements() const {
-  // A zero dimension makes the product 0 even when the other dimensions
-  // multiplied together would overflow; otherwise the product is bounded by
-  // the data size that parse_npy checked.
-  for (int64_t d : shape) {
-    if (d == 0) return 0;
-  }
-  uint64_t n = 1;
-  for (int64_t d : shape) {
-    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return -1;
-  }
-  return n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? -1 : static_cast<int64_t>(n);
-}
+int64_t NpyArray::num_elements() const { return checked_element_count(shape); }
 
 int NpyArray::item_size() const {
   auto parsed = parse_npy_dtype(dtype);

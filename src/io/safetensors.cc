@@ -8,6 +8,8 @@
 #include <utility>
 
 #include "qemb/file.h"
+#include "qemb/ir.h"
+#include "qemb/strings.h"
 #include "qemb/half.h"
 
 namespace qemb {
@@ -41,20 +43,6 @@ uint64_t read_u64_le(const uint8_t* p) {
   return v;
 }
 
-// Levenshtein distance, for "did you mean" suggestions.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t substitute = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, substitute});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
 
 std::string describe(const SafetensorsTensor& t) { return t.name + " " + t.dtype + shape_to_string(t.shape); }
 
@@ -229,18 +217,7 @@ std::string shape_to_string(const std::vector<int64_t>& shape) {
   return out + "]";
 }
 
-int64_t SafetensorsTensor::num_elements() const {
-  // A zero dimension makes the product 0 even where the others would
-  // overflow; otherwise the parser checked that bits * product fits in 64 bits.
-  for (int64_t d : shape) {
-    if (d == 0) return 0;
-  }
-  uint64_t n = 1;
-  for (int64_t d : shape) {
-    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return -1;
-  }
-  return n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? -1 : static_cast<int64_t>(n);
-}
+int64_t SafetensorsTensor::num_elements() const { return checked_element_count(shape); }
 
 Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   QEMB_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> mapped, MappedFile::open(path));
