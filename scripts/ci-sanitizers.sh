@@ -11,8 +11,10 @@ cd "$(dirname "$0")/.."
 started=$SECONDS
 
 # -- ASan + UBSan: everything --------------------------------------------------
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQEMB_SANITIZE=address,undefined \
-  -DQEMB_BUILD_TESTS=ON -DQEMB_BUILD_BENCH=OFF >/dev/null
+# -O1 and line tables only: half the compile time of -O2 -g, still exact
+# stack traces; no NDEBUG, so asserts run too.
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+  -DQEMB_SANITIZE=address,undefined -DQEMB_BUILD_TESTS=ON -DQEMB_BUILD_BENCH=OFF >/dev/null
 cmake --build build-asan -j2
 built=$SECONDS
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
@@ -22,8 +24,8 @@ echo "ci-sanitizers: ASan+UBSan build $((built - started)) s, tests $((SECONDS -
 
 # -- TSan: the concurrency stress test only --------------------------------------
 tsan_started=$SECONDS
-cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQEMB_SANITIZE=thread \
-  -DQEMB_BUILD_TESTS=ON -DQEMB_BUILD_BENCH=OFF >/dev/null
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1" \
+  -DQEMB_SANITIZE=thread -DQEMB_BUILD_TESTS=ON -DQEMB_BUILD_BENCH=OFF >/dev/null
 cmake --build build-tsan -j2 --target runtime_stress_test
 tsan_built=$SECONDS
 TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} build-tsan/runtime_stress_test

@@ -233,6 +233,17 @@ TEST_F(BadInput, CommandLineTable) {
       {"checkpoint that is a folder", nullptr, "", "compile {dir}/folder -o {out}", "is not a regular file"},
       {"compile output equal to the input", nullptr, "", "compile {ckpt} -o {ckpt}",
        "is the input checkpoint; choose another path"},
+      {"calibration token past the end", [](B) { return std::string("1, 2\n40\n"); }, "calib.txt",
+       "compile {ckpt} --calibration-tokens {bad} --qnn-sdk-version 2.48 -o {out}",
+       "calibration token 40 at position 2 is outside the table's rows [0, 40)"},
+      {"fakequant output equal to the input", nullptr, "",
+       "fakequant {ckpt} --scheme 16a4w --qnn-sdk-version 2.48 -o {ckpt}", "is the input checkpoint"},
+      {"fakequant output in a missing folder", nullptr, "",
+       "fakequant {ckpt} --scheme 16a4w --qnn-sdk-version 2.48 -o {dir}/no/such/f.safetensors",
+       "check that the folder exists and is writable"},
+      {"fakequant of a checkpoint with duplicate names",
+       [&](B) { return safetensors("{" + good_entry + "," + good_entry + "}", 960); }, "bad.safetensors",
+       "fakequant {bad} --scheme 16a8w --qnn-sdk-version 2.48 -o {out}", "more than once"},
       {"compile output in a missing folder", nullptr, "", "compile {ckpt} --qnn-sdk-version 2.48 -o {dir}/no/such/a.qemb",
        "check that the folder exists and is writable"},
       {"compile output that is a folder", nullptr, "", "compile {ckpt} --qnn-sdk-version 2.48 -o {dir}/folder",
@@ -261,6 +272,8 @@ TEST_F(BadInput, CommandLineTable) {
        "run {bad} --tokens 1 -o {out}", "(truncated)"},
       {"artifact with bytes appended", [](B b) { return b.good_artifact_ + std::string(64, '\0'); }, "bad.qemb",
        "run {bad} --tokens 1 -o {out}", "bytes but it is"},
+      {"flipped byte in the header", [](B b) { return b.flipped(50); }, "bad.qemb",  // a reserved byte
+       "run {bad} --tokens 1 -o {out}", "header/section-table checksum mismatch"},
       {"flipped byte in the section table", [](B b) { return b.flipped(kArtifactHeaderSize + 8); }, "bad.qemb",
        "run {bad} --tokens 1 -o {out}", "header/section-table checksum mismatch"},
       {"flipped byte in META", [](B b) { return b.flipped_in(SectionKind::kMeta); }, "bad.qemb",
@@ -327,7 +340,9 @@ TEST_F(BadInput, CommandLineTable) {
     SCOPED_TRACE(c.what);
     const std::string bad = c.bad_name.empty() ? "" : dir_.file(c.bad_name);
     if (c.bad_bytes) write_file(bad, c.bad_bytes(*this));
-    const std::string out = dir_.file(c.args.find("run ") == 0 ? "out.npy" : "out.qemb");
+    const std::string out = dir_.file(c.args.find("run ") == 0         ? "out.npy"
+                                      : c.args.find("fakequant ") == 0 ? "out.safetensors"
+                                                                       : "out.qemb");
     std::string args = c.args;
     for (auto [from, to] : {std::pair<std::string, std::string>{"{bad}", bad}, {"{ckpt}", ckpt_}, {"{art}", art_},
                             {"{out}", out}, {"{dir}", dir_.path().string()}})
