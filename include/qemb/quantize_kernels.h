@@ -30,6 +30,10 @@ using QuantizeRowS8Fn = void (*)(const float* row, size_t dim, float row_scale, 
 // The same with qmax = 7 into ceil(dim/2) bytes of packed nibbles (qemb/ir.h:
 // column 2k low nibble, 2k+1 high nibble); an odd row's padding nibble is 0.
 using QuantizeRowS4Fn = void (*)(const float* row, size_t dim, float row_scale, uint8_t* out);
+// Widens `count` little-endian BF16 or F16 values (2 bytes each, any
+// alignment) to float32, bit-exactly as qemb/half.h (NaN stays NaN, payload
+// aside): checkpoints are decoded a row at a time while the row is in cache.
+using DecodeHalfFn = void (*)(const uint8_t* src, size_t count, float* out);
 
 struct QuantizeKernelSet {
   const char* isa = "";    // hwy::TargetName, or "REFERENCE"
@@ -37,6 +41,8 @@ struct QuantizeKernelSet {
   RowStatsF32Fn row_stats_f32 = nullptr;
   QuantizeRowS8Fn quantize_row_s8 = nullptr;
   QuantizeRowS4Fn quantize_row_s4 = nullptr;
+  DecodeHalfFn decode_bf16 = nullptr;
+  DecodeHalfFn decode_f16 = nullptr;
 };
 
 // weight_row_scale() from a row's amax: max(amax / (float)qmax, eps).
