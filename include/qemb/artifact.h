@@ -48,6 +48,68 @@ struct SectionInfo {
 // STATIC tensor data is streamed from each tensor's Buffer, not copied whole.
 Status write_artifact(const std::string& path, const Graph& graph, const nlohmann::json& metadata);
 
+class ArtifactStream;
+class AtomicFileWriter;
+namespace artifact_detail {
+class StreamingChecksum;
+}
+
+// One STATIC tensor's bytes, written into an ArtifactStream's file as they are
+// produced instead of being held in memory. Put it in the graph as that
+// tensor's data; data() is null: the bytes live in the file only.
+class StreamedData final : public Buffer {
+ public:
+  ~StreamedData() override;
+  const uint8_t* data() const override { return nullptr; }
+  size_t size() const override { return size_; }
+  // Writes bytes [offset, offset + size) of the tensor. Safe to call from
+  // several threads; each call waits until every byte before `offset` has
+  // been written, because the section checksum is computed in file order. So
+  // ranges must be handed out in increasing order (e.g. an atomic chunk
+  // counter), must not overlap and must leave no gap.
+  Status write(uint64_t offset, const void* bytes, size_t size);
+  // Says that byte `offset` will never be written (its producer gave up):
+  // every write at or after it, waiting or to come, fails with `why`, so later
+  // writers do not wait forever; writes before it go on. finish() then fails.
+  void abort(uint64_t offset, const std::string& why);
+
+ private:
+  friend class ArtifactStream;
+  StreamedData(ArtifactStream* owner, AtomicFileWriter* file, uint64_t file_offset, size_t size);
+  struct State;
+  ArtifactStream* owner_;
+  uint64_t file_offset_;
+  size_t size_;
+  std::unique_ptr<State> state_;
+};
+
+// Writes an artifact whose large tensors are produced while the file is being
+// written: reserve() a region per such tensor, fill it through StreamedData,
+// then finish() with the graph (holding those StreamedData) and metadata. The
+// regions come first in the file and the section table last (the reader takes
+// the table's offset from the header). The file appears under `path` only when
+// finish() succeeds; destroying an unfinished stream removes it, so a failed
+// compile leaves nothing and never clobbers an existing file.
+class ArtifactStream {
+ public:
+  static Result<std::unique_ptr<ArtifactStream>> create(const std::string& path);
+  ~ArtifactStream();
+  ArtifactStream(const ArtifactStream&) = delete;
+  ArtifactStream& operator=(const ArtifactStream&) = delete;
+
+  std::shared_ptr<StreamedData> reserve(size_t size);
+  // Every reserved region must be complete and be the data of exactly one
+  // STATIC tensor of `graph`. Same checks as write_artifact.
+  Status finish(const Graph& graph, const nlohmann::json& metadata);
+
+ private:
+  ArtifactStream() = default;
+  std::string path_;
+  std::unique_ptr<AtomicFileWriter> file_;
+  uint64_t next_offset_ = 0;
+  std::vector<std::shared_ptr<StreamedData>> regions_;
+};
+
 enum class Verify {
   kFull,    // hash every section (catches any flipped byte)
   kHeader,  // hash the header, section table, META and GRAPH only; skip DATA

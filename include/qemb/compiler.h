@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "qemb/artifact.h"
 #include "qemb/ir.h"
 #include "qemb/lowering.h"
 #include "qemb/quantize.h"
@@ -89,10 +90,18 @@ Result<CompiledEmbedding> compile_table(const float* table, int64_t rows, int64_
 // quantization), in parallel, holding only a few rows per thread in float.
 Result<CompiledEmbedding> compile_rows(const RowSource& rows, const CompileOptions& options,
                                        const TargetVersion& target, const TableSource& source = {});
+// The same, writing the table into `out` as its rows are produced (the
+// output is never in memory whole); then call out.finish(result.runtime_graph,
+// result.metadata). The returned graphs hold the table as StreamedData: shapes
+// and encodings, with the bytes in the file only.
+Result<CompiledEmbedding> compile_rows(const RowSource& rows, const CompileOptions& options,
+                                       const TargetVersion& target, ArtifactStream& out,
+                                       const TableSource& source = {});
 
 // Reads the checkpoint (safetensors, memory-mapped and streamed), discovers the target SDK version
 // (options.qnn_sdk_version, else QNN_SDK_ROOT), compiles and writes `out_path`
-// atomically. Refuses an output path that is the checkpoint itself.
+// atomically, the table streamed into the file as it is produced (see the
+// compile_rows overload above for what the returned graphs hold). Refuses an output path that is the checkpoint itself.
 Result<CompiledEmbedding> compile_checkpoint(const std::string& checkpoint,
                                              const CompileOptions& options,
                                              const std::string& out_path);

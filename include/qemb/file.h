@@ -41,9 +41,17 @@ class AtomicFileWriter {
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
 
+  // Sequential writes, buffered, from position().
   Status write(const void* data, size_t size);
   Status write_zeros(size_t size);
   uint64_t position() const { return position_; }
+  // Writes at an absolute offset without moving position(); safe to call from
+  // several threads at once for disjoint ranges. Bytes never written read as
+  // zero, so alignment padding needs no writing.
+  Status write_at(uint64_t offset, const void* data, size_t size);
+  // Sets the file's length (growing it with zeros), e.g. to end it exactly
+  // at its last byte after write_at calls.
+  Status resize(uint64_t size);
   Status commit();
 
  private:

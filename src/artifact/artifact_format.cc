@@ -3,6 +3,8 @@
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
 
+#include <new>
+
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -42,6 +44,16 @@ namespace artifact_detail {
 uint64_t section_checksum(const uint8_t* data, size_t size) {
   return XXH3_64bits(size == 0 ? "" : static_cast<const void*>(data), size);
 }
+
+StreamingChecksum::StreamingChecksum() : state_(XXH3_createState()) {
+  if (state_ == nullptr) throw std::bad_alloc();
+  XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_));
+}
+StreamingChecksum::~StreamingChecksum() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+void StreamingChecksum::update(const uint8_t* data, size_t size) {
+  if (size > 0) XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), data, size);
+}
+uint64_t StreamingChecksum::digest() const { return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_)); }
 
 uint64_t header_checksum(const uint8_t* header, const uint8_t* table, size_t table_size) {
   uint8_t copy[kArtifactHeaderSize];

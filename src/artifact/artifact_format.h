@@ -65,6 +65,20 @@ inline uint64_t align_up(uint64_t v, uint64_t alignment) {
 
 // XXH3-64 (seed 0) of a section's bytes.
 uint64_t section_checksum(const uint8_t* data, size_t size);
+// section_checksum of bytes that arrive in pieces, in order.
+class StreamingChecksum {
+ public:
+  StreamingChecksum();
+  ~StreamingChecksum();
+  StreamingChecksum(const StreamingChecksum&) = delete;
+  StreamingChecksum& operator=(const StreamingChecksum&) = delete;
+  void update(const uint8_t* data, size_t size);
+  uint64_t digest() const;
+
+ private:
+  void* state_;  // XXH3_state_t, kept out of this header
+};
+
 // XXH3-64 (seed 0) of the 64-byte header with its checksum field read as
 // zero, followed by the section table.
 uint64_t header_checksum(const uint8_t* header, const uint8_t* table, size_t table_size);

@@ -1,8 +1,12 @@
-// Writes a .qemb artifact. All offsets and checksums are computed before the
-// first byte is written (hashing a Buffer is cheap next to writing it), so the
-// file is streamed front to back through AtomicFileWriter, which cannot seek,
-// and tensor data go straight from each Buffer to the file.
+// Writes .qemb artifacts. write_artifact() computes every offset and checksum
+// before the first byte is written (hashing a Buffer is cheap next to writing
+// it) and writes tensor data straight from each Buffer. ArtifactStream writes
+// large tensors while they are produced and the rest when they are known.
+#include <condition_variable>
 #include <exception>
+#include <functional>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +27,7 @@ struct PendingSection {
   size_t size;
   uint64_t offset = 0;
   uint64_t checksum = 0;
+  bool in_file = false;  // streamed: already written, offset and checksum known
 };
 
 class SectionPlan {
@@ -30,6 +35,10 @@ class SectionPlan {
   // Returns the index the section will have in the table.
   size_t add(SectionKind kind, std::string name, const uint8_t* data, size_t size) {
     sections_.push_back({kind, std::move(name), data, size});
+    return sections_.size() - 1;
+  }
+  size_t add_in_file(SectionKind kind, std::string name, uint64_t offset, size_t size, uint64_t checksum) {
+    sections_.push_back({kind, std::move(name), nullptr, size, offset, checksum, true});
     return sections_.size() - 1;
   }
   // Keeps bytes encoded here (scales, offsets, JSON) alive until written.
@@ -80,8 +89,21 @@ json encoding_json(const Encoding& e, const std::string& owner_name, const char*
   return j;
 }
 
-Status write_impl(const std::string& path, const Graph& graph, const json& metadata) {
-  const std::string where = "cannot write artifact '" + path + "': ";
+// Where a STATIC tensor's data already is in the file (ArtifactStream).
+struct StreamedSection {
+  uint64_t offset;
+  size_t size;
+  uint64_t checksum;
+};
+using StreamedLookup = std::function<Result<std::optional<StreamedSection>>(const Tensor&)>;
+
+// Plans every section of `graph` and `metadata`, then lays out and writes the
+// file: sections not yet in the file go from `first_free` on (after the table
+// when the table comes first), the table at 64 (`table_first`) or after the
+// last section. `check_before_writing` runs once everything is planned.
+Status write_impl(const std::string& where, AtomicFileWriter& writer, const Graph& graph, const json& metadata,
+                  const StreamedLookup& streamed, bool table_first, uint64_t first_free,
+                  const std::function<Status()>& check_before_writing) {
   if (!metadata.is_object())
     return make_error(ErrorCode::kInvalidArgument,
                       where + "metadata must be a JSON object, got " + std::string(metadata.type_name()));
@@ -112,8 +134,19 @@ Status write_impl(const std::string& path, const Graph& graph, const json& metad
     jt["kind"] = to_string(t.kind);
     jt["dtype"] = to_string(t.dtype);
     jt["shape"] = t.shape;
-    if (t.kind == TensorKind::kStatic)
-      jt["data_section"] = plan.add(SectionKind::kData, section_name("tensor:", t.name), t.data->data(), t.data->size());
+    if (t.kind == TensorKind::kStatic) {
+      QEMB_ASSIGN_OR_RETURN(std::optional<StreamedSection> in_file, streamed(t));
+      if (in_file) {
+        jt["data_section"] = plan.add_in_file(SectionKind::kData, section_name("tensor:", t.name), in_file->offset,
+                                              in_file->size, in_file->checksum);
+      } else if (t.data->size() > 0 && t.data->data() == nullptr) {
+        return make_error(ErrorCode::kInvalidArgument,
+                          where + "the data of tensor '" + t.name + "' are not in memory or in this file");
+      } else {
+        jt["data_section"] =
+            plan.add(SectionKind::kData, section_name("tensor:", t.name), t.data->data(), t.data->size());
+      }
+    }
     jt["encoding"] = encoding_json(t.encoding, t.name, "", plan);
     tensors.push_back(std::move(jt));
   }
@@ -146,16 +179,17 @@ Status write_impl(const std::string& path, const Graph& graph, const json& metad
   sections[1].data = reinterpret_cast<const uint8_t*>(graph_text.data());
   sections[1].size = graph_text.size();
 
-  // Layout: header, table, then every section at a 64-byte-aligned offset.
-  const uint64_t table_offset = kArtifactHeaderSize;
+  // Layout: every section at a 64-byte-aligned offset.
   const uint64_t table_size = sections.size() * kArtifactSectionEntrySize;
-  uint64_t cursor = table_offset + table_size;
+  uint64_t cursor = table_first ? kArtifactHeaderSize + table_size : first_free;
   for (auto& s : sections) {
+    if (s.in_file) continue;
     s.offset = align_up(cursor, kArtifactDataAlignment);
     cursor = s.offset + s.size;
     s.checksum = section_checksum(s.data, s.size);
   }
-  const uint64_t file_size = cursor;
+  const uint64_t table_offset = table_first ? kArtifactHeaderSize : align_up(cursor, kArtifactDataAlignment);
+  const uint64_t file_size = table_first ? cursor : table_offset + table_size;
 
   std::vector<uint8_t> table(table_size, 0);
   for (size_t i = 0; i < sections.size(); ++i) {
@@ -175,27 +209,156 @@ Status write_impl(const std::string& path, const Graph& graph, const json& metad
   store_u32(header + kEntrySizeOffset, kArtifactSectionEntrySize);
   store_u64(header + kHeaderChecksumOffset, header_checksum(header, table.data(), table.size()));
 
-  QEMB_ASSIGN_OR_RETURN(auto writer, AtomicFileWriter::create(path));
-  QEMB_RETURN_IF_ERROR(writer->write(header, sizeof(header)));
-  QEMB_RETURN_IF_ERROR(writer->write(table.data(), table.size()));
-  for (const auto& s : sections) {
-    QEMB_RETURN_IF_ERROR(writer->write_zeros(s.offset - writer->position()));
-    QEMB_RETURN_IF_ERROR(writer->write(s.data, s.size));
-  }
-  if (writer->position() != file_size)
-    return make_error(ErrorCode::kInternal, where + "wrote " + std::to_string(writer->position()) +
-                                                " bytes, planned " + std::to_string(file_size));
-  return writer->commit();
+  QEMB_RETURN_IF_ERROR(check_before_writing());
+  // Padding is never written: unwritten bytes of a file read as zero.
+  for (const auto& s : sections)
+    if (!s.in_file) QEMB_RETURN_IF_ERROR(writer.write_at(s.offset, s.data, s.size));
+  QEMB_RETURN_IF_ERROR(writer.write_at(table_offset, table.data(), table.size()));
+  QEMB_RETURN_IF_ERROR(writer.write_at(0, header, sizeof(header)));
+  QEMB_RETURN_IF_ERROR(writer.resize(file_size));
+  return writer.commit();
 }
 
 }  // namespace
 
 Status write_artifact(const std::string& path, const Graph& graph, const nlohmann::json& metadata) {
   try {
-    return write_impl(path, graph, metadata);
+    const std::string where = "cannot write artifact '" + path + "': ";
+    QEMB_ASSIGN_OR_RETURN(auto writer, AtomicFileWriter::create(path));
+    const StreamedLookup nothing_streamed = [](const Tensor&) -> Result<std::optional<StreamedSection>> {
+      return std::optional<StreamedSection>();
+    };
+    return write_impl(where, *writer, graph, metadata, nothing_streamed, /*table_first=*/true, 0,
+                      [] { return Status::Ok(); });
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: never let it cross the boundary
     return make_error(ErrorCode::kInternal, "cannot write artifact '" + path + "': " + e.what());
   }
+}
+
+struct StreamedData::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  AtomicFileWriter* file;  // null once the stream is finished or gone
+  uint64_t written = 0;    // bytes [0, written) are in the file and hashed
+  std::string failure;     // set by abort() or a failed write
+  uint64_t failed_from = UINT64_MAX;  // writes at or after this offset fail
+  artifact_detail::StreamingChecksum checksum;
+};
+
+StreamedData::StreamedData(ArtifactStream* owner, AtomicFileWriter* file, uint64_t file_offset, size_t size)
+    : owner_(owner), file_offset_(file_offset), size_(size), state_(std::make_unique<State>()) {
+  state_->file = file;
+}
+
+StreamedData::~StreamedData() = default;
+
+Status StreamedData::write(uint64_t offset, const void* bytes, size_t size) {
+  State& st = *state_;
+  auto range = [&] {
+    return "bytes " + std::to_string(offset) + "+" + std::to_string(size) + " of a " + std::to_string(size_) +
+           "-byte streamed tensor";
+  };
+  if (offset > size_ || size > size_ - offset)
+    return make_error(ErrorCode::kInvalidArgument, "cannot write " + range() + ": outside the tensor");
+  std::unique_lock<std::mutex> lock(st.mu);
+  st.cv.wait(lock, [&] { return offset >= st.failed_from || st.written >= offset; });
+  if (offset >= st.failed_from) return make_error(ErrorCode::kIoError, st.failure);
+  if (st.file == nullptr)
+    return make_error(ErrorCode::kInvalidArgument, "cannot write " + range() + ": the artifact is closed");
+  if (st.written != offset)
+    return make_error(ErrorCode::kInvalidArgument, "cannot write " + range() + ": it overlaps bytes already written");
+  // Our turn: every other writer waits for `written` to move, so the file
+  // and the checksum are ours. Writing in turn costs nothing: the file system
+  // serialises writes to one file anyway, and waiters spin less on its lock.
+  AtomicFileWriter* file = st.file;
+  lock.unlock();
+  Status status = file->write_at(file_offset_ + offset, bytes, size);
+  if (status.ok()) st.checksum.update(static_cast<const uint8_t*>(bytes), size);
+  lock.lock();
+  if (status.ok()) {
+    st.written += size;
+  } else if (offset < st.failed_from) {
+    st.failed_from = offset;
+    st.failure = status.message();
+  }
+  st.cv.notify_all();
+  return status;
+}
+
+void StreamedData::abort(uint64_t offset, const std::string& why) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (offset < state_->failed_from) {
+    state_->failed_from = offset;
+    state_->failure = why.empty() ? "the streamed tensor was abandoned at byte " + std::to_string(offset) : why;
+  }
+  state_->cv.notify_all();
+}
+
+Result<std::unique_ptr<ArtifactStream>> ArtifactStream::create(const std::string& path) {
+  QEMB_ASSIGN_OR_RETURN(auto file, AtomicFileWriter::create(path));
+  std::unique_ptr<ArtifactStream> stream(new ArtifactStream());
+  stream->path_ = path;
+  stream->file_ = std::move(file);
+  stream->next_offset_ = kArtifactHeaderSize;
+  return stream;
+}
+
+ArtifactStream::~ArtifactStream() {
+  for (auto& region : regions_) {
+    std::lock_guard<std::mutex> lock(region->state_->mu);
+    region->state_->file = nullptr;
+  }
+}
+
+std::shared_ptr<StreamedData> ArtifactStream::reserve(size_t size) {
+  const uint64_t offset = artifact_detail::align_up(next_offset_, kArtifactDataAlignment);
+  next_offset_ = offset + size;
+  regions_.push_back(std::shared_ptr<StreamedData>(new StreamedData(this, file_.get(), offset, size)));
+  return regions_.back();
+}
+
+Status ArtifactStream::finish(const Graph& graph, const nlohmann::json& metadata) {
+  const std::string where = "cannot write artifact '" + path_ + "': ";
+  if (!file_) return make_error(ErrorCode::kInvalidArgument, where + "the stream is already finished");
+  std::vector<int> uses(regions_.size(), 0);
+  const StreamedLookup lookup = [&](const Tensor& t) -> Result<std::optional<StreamedSection>> {
+    const auto* streamed = dynamic_cast<const StreamedData*>(t.data.get());
+    if (streamed == nullptr) return std::optional<StreamedSection>();
+    size_t index = 0;
+    while (index < regions_.size() && regions_[index].get() != streamed) ++index;
+    if (streamed->owner_ != this || index == regions_.size())
+      return make_error(ErrorCode::kInvalidArgument,
+                        where + "tensor '" + t.name + "' holds data streamed into another artifact");
+    StreamedData::State& st = *streamed->state_;
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (!st.failure.empty()) return make_error(ErrorCode::kIoError, where + st.failure);
+    if (st.written != streamed->size_)
+      return make_error(ErrorCode::kInvalidArgument, where + "tensor '" + t.name + "' is incomplete: " +
+                                                         std::to_string(st.written) + " of " +
+                                                         std::to_string(streamed->size_) + " bytes written");
+    ++uses[index];
+    return std::optional<StreamedSection>(StreamedSection{streamed->file_offset_, streamed->size_, st.checksum.digest()});
+  };
+  try {
+    QEMB_RETURN_IF_ERROR(write_impl(where, *file_, graph, metadata, lookup, /*table_first=*/false, next_offset_,
+                                    [&]() -> Status {
+                                      for (size_t i = 0; i < uses.size(); ++i)
+                                        if (uses[i] != 1)
+                                          return make_error(ErrorCode::kInvalidArgument,
+                                                            where + "streamed region " + std::to_string(i) +
+                                                                " is the data of " + std::to_string(uses[i]) +
+                                                                " tensors; it must be exactly one");
+                                      return Status::Ok();
+                                    }));
+  } catch (const std::exception& e) {
+    return make_error(ErrorCode::kInternal, where + e.what());
+  }
+  for (auto& region : regions_) {
+    std::lock_guard<std::mutex> lock(region->state_->mu);
+    region->state_->file = nullptr;
+  }
+  file_.reset();
+  return Status::Ok();
 }
 
 }  // namespace qemb

@@ -53,9 +53,11 @@ namespace {
 // Runs fn(begin, end) over row chunks on `threads` workers while the calling
 // thread reports progress. Returns the error of the lowest failing chunk, so
 // the message does not depend on thread timing.
-Status parallel_rows(int64_t rows, int threads, const char* phase, const CompileOptions& options,
-                     const std::function<Status(int64_t, int64_t)>& fn) {
-  const int64_t chunk = 256;
+// `on_failure` runs on the failing worker (e.g. to release writers of later
+// chunks that wait for this one).
+Status parallel_rows(int64_t rows, int64_t chunk, int threads, const char* phase, const CompileOptions& options,
+                     const std::function<Status(int64_t, int64_t)>& fn,
+                     const std::function<void(int64_t, const Status&)>& on_failure = nullptr) {
   const int64_t chunks = (rows + chunk - 1) / chunk;
   std::atomic<int64_t> next{0}, done_rows{0};
   std::mutex mu;
@@ -72,6 +74,7 @@ Status parallel_rows(int64_t rows, int threads, const char* phase, const Compile
       const int64_t begin = c * chunk, end = std::min(rows, begin + chunk);
       Status s = fn(begin, end);
       if (!s.ok()) {
+        if (on_failure) on_failure(begin, s);
         std::lock_guard<std::mutex> lock(mu);
         if (c < failed_chunk) {
           failed_chunk = c;
@@ -124,11 +127,29 @@ class ArrayRows final : public RowSource {
 class SafetensorsRows final : public RowSource {
  public:
   SafetensorsRows(const SafetensorsFile& file, const SafetensorsTensor& tensor)
-      : file_(file), tensor_(tensor), row_bytes_(tensor.byte_size() / static_cast<uint64_t>(tensor.shape[0])) {}
+      : file_(file),
+        tensor_(tensor),
+        row_bytes_(tensor.byte_size() / static_cast<uint64_t>(tensor.shape[0])),
+        decode_(tensor.dtype == "BF16"  ? best_quantize_kernels().decode_bf16
+                : tensor.dtype == "F16" ? best_quantize_kernels().decode_f16
+                                        : nullptr) {}
   int64_t rows() const override { return tensor_.shape[0]; }
   int64_t dim() const override { return tensor_.shape[1]; }
+  // Decodes straight from the mapping with the vector kernels.
   Status read(int64_t begin, int64_t end, float* out) const override {
-    return file_.read_rows_float(tensor_.name, begin, end, out);
+    if (begin < 0 || begin > end || end > rows())
+      return make_error(ErrorCode::kOutOfRange, "rows [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                                    ") are outside tensor '" + tensor_.name + "' with " +
+                                                    std::to_string(rows()) + " rows");
+    const uint8_t* src = file_.raw(tensor_) + static_cast<uint64_t>(begin) * row_bytes_;
+    const size_t count = static_cast<size_t>(end - begin) * static_cast<size_t>(dim());
+    if (count == 0) return Status::Ok();
+    if (decode_ != nullptr) {
+      decode_(src, count, out);
+    } else {
+      std::memcpy(out, src, count * sizeof(float));
+    }
+    return Status::Ok();
   }
   void release(int64_t begin, int64_t end) const override {
     const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
@@ -142,6 +163,7 @@ class SafetensorsRows final : public RowSource {
   const SafetensorsFile& file_;
   const SafetensorsTensor& tensor_;
   uint64_t row_bytes_;
+  DecodeHalfFn decode_;  // null for F32
 };
 
 Error non_finite_error(float v, int64_t row, int64_t col) {
@@ -252,6 +274,45 @@ class PendingBuffer final : public Buffer {
   size_t size_;
 };
 
+// A per-row table being built chunk by chunk: in memory, or written into the
+// artifact as it is produced (each worker builds its chunk in a small scratch
+// buffer that stays in cache, and the file takes it from there).
+class TableOutput {
+ public:
+  TableOutput(size_t row_bytes, int64_t rows, ArtifactStream* stream) : row_bytes_(row_bytes) {
+    const size_t bytes = row_bytes * static_cast<size_t>(rows);
+    if (stream != nullptr) {
+      streamed_ = stream->reserve(bytes);
+    } else {
+      memory_ = std::make_shared<UninitializedBuffer>(bytes);
+    }
+  }
+  // Where rows [begin, end) are built; valid until commit() on this thread.
+  uint8_t* rows_at(int64_t begin, int64_t end) {
+    if (memory_) return memory_->mutable_data() + static_cast<size_t>(begin) * row_bytes_;
+    thread_local std::vector<uint8_t> scratch;
+    scratch.resize(static_cast<size_t>(end - begin) * row_bytes_);
+    return scratch.data();
+  }
+  Status commit(int64_t begin, int64_t end, const uint8_t* rows) {
+    if (memory_) return Status::Ok();
+    return streamed_->write(static_cast<uint64_t>(begin) * row_bytes_, rows, static_cast<size_t>(end - begin) * row_bytes_);
+  }
+  // Rows from `begin` on will never come.
+  void abort(int64_t begin, const Status& why) {
+    if (streamed_) streamed_->abort(static_cast<uint64_t>(begin) * row_bytes_, why.message());
+  }
+  std::shared_ptr<const Buffer> buffer() const {
+    if (memory_) return memory_;
+    return streamed_;
+  }
+
+ private:
+  size_t row_bytes_;
+  std::shared_ptr<UninitializedBuffer> memory_;
+  std::shared_ptr<StreamedData> streamed_;
+};
+
 CompileMode resolve_mode(const CompileOptions& options, uint64_t materialized, std::string& reason) {
   switch (options.mode) {
     case CompileMode::kMaterialize:
@@ -283,10 +344,27 @@ int find_weight_convert(const Graph& g, const std::string& weight_name) {
 
 }  // namespace
 
-Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOptions& options,
-                                       const TargetVersion& target, const TableSource& source) {
+namespace {
+
+Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOptions& options,
+                                       const TargetVersion& target, const TableSource& source,
+                                       ArtifactStream* stream) {
   const int64_t rows = src.rows(), dim = src.dim();
   if (rows <= 0 || dim <= 0) return empty_table_error(rows, dim);
+  // About 256 KiB of float rows per chunk: a chunk's output then stays in
+  // cache until it is written, and chunks are small enough to share evenly.
+  const int64_t chunk = std::clamp<int64_t>((int64_t{256} << 10) / (dim * 4), 8, 1024);
+  // Consumed input is released in windows of about 8 MiB of float rows, each
+  // once, by the chunk that crosses its end: a madvise per small chunk would
+  // split the huge mappings the page cache may use and flush TLBs on every
+  // core each time. A window may still hold rows another worker is reading;
+  // those pages only fault back in.
+  const int64_t window = std::max<int64_t>(chunk, (int64_t{8} << 20) / (dim * 4));
+  auto release_input = [&](int64_t begin, int64_t end) {
+    const int64_t crossed = end / window;
+    if (crossed > begin / window) src.release((crossed - 1) * window, crossed * window);
+    if (end == rows && crossed * window < rows) src.release(crossed * window, rows);
+  };
   const int threads = options.threads > 0 ? options.threads
                                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int bits = weight_bits(options.scheme), qmax = weight_qmax(options.scheme);
@@ -308,21 +386,25 @@ Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOption
   // soon as the row has been seen. A materialized one only scans first: its
   // uint16 table needs the whole table's range before the first row.
   const bool quantize_in_scan = out.mode == CompileMode::kFused;
-  std::shared_ptr<UninitializedBuffer> packed;
-  if (quantize_in_scan) packed = std::make_shared<UninitializedBuffer>(row_bytes * static_cast<size_t>(rows));
+  std::unique_ptr<TableOutput> packed;
+  if (quantize_in_scan) packed = std::make_unique<TableOutput>(row_bytes, rows, stream);
+  auto abort_packed = [&](int64_t begin, const Status& why) {
+    if (packed) packed->abort(begin, why);
+  };
 
   // Pass 1: finiteness, the value range and the row scales, one row at a
   // time so each decoded row is still in cache when it is quantized.
   std::vector<float> scales(static_cast<size_t>(rows));
   std::mutex range_mu;
   float lo = INFINITY, hi = -INFINITY;
-  QEMB_RETURN_IF_ERROR(parallel_rows(rows, threads, "scan", options, [&](int64_t begin, int64_t end) -> Status {
+  QEMB_RETURN_IF_ERROR(parallel_rows(rows, chunk, threads, "scan", options, [&](int64_t begin, int64_t end) -> Status {
     // Declared where each worker runs: a thread_local declared in the caller
     // is never destroyed in threads that do not pass its declaration (GCC),
     // which leaked one buffer per worker per compile (LeakSanitizer).
     thread_local std::vector<float> row;
     row.resize(static_cast<size_t>(dim));
     float clo = INFINITY, chi = -INFINITY;
+    uint8_t* dst = quantize_in_scan ? packed->rows_at(begin, end) : nullptr;
     for (int64_t r = begin; r < end; ++r) {
       QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
       RowStats st;
@@ -332,14 +414,15 @@ Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOption
       chi = std::max(chi, st.max);
       const float s = row_scale_from_amax(st.amax, qmax);
       scales[static_cast<size_t>(r)] = s;
-      if (quantize_in_scan) quantize_row(row.data(), s, packed->mutable_data() + static_cast<size_t>(r) * row_bytes);
+      if (quantize_in_scan) quantize_row(row.data(), s, dst + static_cast<size_t>(r - begin) * row_bytes);
     }
-    src.release(begin, end);
+    if (quantize_in_scan) QEMB_RETURN_IF_ERROR(packed->commit(begin, end, dst));
+    release_input(begin, end);
     std::lock_guard<std::mutex> lock(range_mu);
     lo = std::min(lo, clo);
     hi = std::max(hi, chi);
     return Status::Ok();
-  }));
+  }, abort_packed));
 
   if (options.calibration_tokens) {
     QEMB_ASSIGN_OR_RETURN(out.act, calibration_encoding(src, *options.calibration_tokens));
@@ -354,7 +437,7 @@ Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOption
   weight.shape = {rows, dim};
   weight.encoding = Encoding::per_axis(0, scales, std::vector<int32_t>(static_cast<size_t>(rows), 0), bits);
   if (packed) {
-    weight.data = packed;
+    weight.data = packed->buffer();
   } else {
     weight.data = std::make_shared<PendingBuffer>(row_bytes * static_cast<size_t>(rows));
   }
@@ -381,11 +464,12 @@ Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOption
     // requant_gather_s{4,8}_u16 over every id, so each row goes float ->
     // packed (a row of scratch) -> uint16 while hot, and the packed table
     // never exists whole (peak = the uint16 table).
-    auto table = std::make_shared<UninitializedBuffer>(static_cast<size_t>(materialized));
+    const size_t table_row_bytes = static_cast<size_t>(dim) * 2;
+    TableOutput table(table_row_bytes, rows, stream);
     const KernelSet& kernels = best_kernels();
     const RequantGatherU16Fn gather = bits == 4 ? kernels.requant_gather_s4_u16 : kernels.requant_gather_s8_u16;
     const ActivationEncoding act{convert_out->encoding.scale, -convert_out->encoding.offset};
-    QEMB_RETURN_IF_ERROR(parallel_rows(rows, threads, "quantize", options, [&](int64_t begin, int64_t end) -> Status {
+    QEMB_RETURN_IF_ERROR(parallel_rows(rows, chunk, threads, "quantize", options, [&](int64_t begin, int64_t end) -> Status {
       thread_local std::vector<float> row;  // see the scan pass
       thread_local std::vector<uint8_t> q;
       row.resize(static_cast<size_t>(dim));
@@ -395,21 +479,22 @@ Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOption
       params.dim = static_cast<size_t>(dim);
       params.act = act;
       const int64_t first_id = 0;
+      uint8_t* dst = table.rows_at(begin, end);
       for (int64_t r = begin; r < end; ++r) {
         QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
         quantize_row(row.data(), scales[static_cast<size_t>(r)], q.data());
         params.row_scales = scales.data() + r;
-        gather(params, &first_id, 1,
-               reinterpret_cast<uint16_t*>(table->mutable_data()) + static_cast<size_t>(r) * static_cast<size_t>(dim));
+        gather(params, &first_id, 1, reinterpret_cast<uint16_t*>(dst + static_cast<size_t>(r - begin) * table_row_bytes));
       }
-      src.release(begin, end);
+      QEMB_RETURN_IF_ERROR(table.commit(begin, end, dst));
+      release_input(begin, end);
       return Status::Ok();
-    }));
+    }, [&](int64_t begin, const Status& why) { table.abort(begin, why); }));
     out.runtime_graph = graph;
     Op& op = out.runtime_graph.ops[static_cast<size_t>(convert)];
     Tensor* folded = out.runtime_graph.find_tensor(op.outputs[0]);
     folded->kind = TensorKind::kStatic;
-    folded->data = table;
+    folded->data = std::const_pointer_cast<Buffer>(table.buffer());
     out.runtime_graph.ops.erase(out.runtime_graph.ops.begin() + convert);
     out.runtime_graph.remove_unused_tensors();
     QEMB_RETURN_IF_ERROR(out.runtime_graph.check());
@@ -419,19 +504,20 @@ Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOption
     out.lowered = std::move(graph);
   } else {
     if (!packed) {  // materialized legacy pattern: it reads the packed weight
-      packed = std::make_shared<UninitializedBuffer>(row_bytes * static_cast<size_t>(rows));
-      QEMB_RETURN_IF_ERROR(parallel_rows(rows, threads, "quantize", options, [&](int64_t begin, int64_t end) -> Status {
+      packed = std::make_unique<TableOutput>(row_bytes, rows, stream);
+      QEMB_RETURN_IF_ERROR(parallel_rows(rows, chunk, threads, "quantize", options, [&](int64_t begin, int64_t end) -> Status {
         thread_local std::vector<float> row;  // see the scan pass
         row.resize(static_cast<size_t>(dim));
+        uint8_t* dst = packed->rows_at(begin, end);
         for (int64_t r = begin; r < end; ++r) {
           QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
-          quantize_row(row.data(), scales[static_cast<size_t>(r)],
-                       packed->mutable_data() + static_cast<size_t>(r) * row_bytes);
+          quantize_row(row.data(), scales[static_cast<size_t>(r)], dst + static_cast<size_t>(r - begin) * row_bytes);
         }
-        src.release(begin, end);
+        QEMB_RETURN_IF_ERROR(packed->commit(begin, end, dst));
+        release_input(begin, end);
         return Status::Ok();
-      }));
-      weight_tensor->data = packed;
+      }, abort_packed));
+      weight_tensor->data = std::const_pointer_cast<Buffer>(packed->buffer());
     }
     out.lowered = graph;  // shares the weight's bytes
     out.runtime_graph = std::move(graph);
@@ -464,6 +550,18 @@ Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOption
   return out;
 }
 
+}  // namespace
+
+Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOptions& options,
+                                       const TargetVersion& target, const TableSource& source) {
+  return compile_impl(src, options, target, source, nullptr);
+}
+
+Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOptions& options,
+                                       const TargetVersion& target, ArtifactStream& out, const TableSource& source) {
+  return compile_impl(src, options, target, source, &out);
+}
+
 Result<CompiledEmbedding> compile_checkpoint(const std::string& checkpoint,
                                              const CompileOptions& options,
                                              const std::string& out_path) {
@@ -478,9 +576,11 @@ Result<CompiledEmbedding> compile_checkpoint(const std::string& checkpoint,
                                                    "; qemb reads F32, F16 and BF16 embeddings");
   QEMB_ASSIGN_OR_RETURN(TargetVersion target, discover_target_version(options.qnn_sdk_version));
   TableSource source{checkpoint, name, info->dtype};
+  // Opened before the long part, so an unwritable path fails at once.
+  QEMB_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactStream> out, ArtifactStream::create(out_path));
   QEMB_ASSIGN_OR_RETURN(CompiledEmbedding compiled,
-                        compile_rows(SafetensorsRows(file, *info), options, target, source));
-  QEMB_RETURN_IF_ERROR(write_artifact(out_path, compiled.runtime_graph, compiled.metadata));
+                        compile_rows(SafetensorsRows(file, *info), options, target, *out, source));
+  QEMB_RETURN_IF_ERROR(out->finish(compiled.runtime_graph, compiled.metadata));
   return compiled;
 }
 

@@ -98,6 +98,29 @@ Status AtomicFileWriter::write_zeros(size_t size) {
   return Status::Ok();
 }
 
+Status AtomicFileWriter::write_at(uint64_t offset, const void* data, size_t size) {
+  if (file_ == nullptr) return make_error(ErrorCode::kIoError, "write after close: " + path_);
+  if (std::fflush(file_) != 0) return make_error(ErrorCode::kIoError, "write to '" + path_ + "' failed: " + errno_text());
+  const int fd = ::fileno(file_);
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (size > 0) {
+    const ssize_t n = ::pwrite(fd, p, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return make_error(ErrorCode::kIoError, "write to '" + path_ + "' failed: " + errno_text());
+    p += n;
+    offset += static_cast<uint64_t>(n);
+    size -= static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status AtomicFileWriter::resize(uint64_t size) {
+  if (file_ == nullptr) return make_error(ErrorCode::kIoError, "write after close: " + path_);
+  if (std::fflush(file_) != 0 || ::ftruncate(::fileno(file_), static_cast<off_t>(size)) != 0)
+    return make_error(ErrorCode::kIoError, "cannot set the size of '" + path_ + "': " + errno_text());
+  return Status::Ok();
+}
+
 Status AtomicFileWriter::commit() {
   if (file_ == nullptr) return make_error(ErrorCode::kIoError, "commit after close: " + path_);
   int rc = std::fflush(file_);

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace qemb {
@@ -75,6 +76,29 @@ TEST_F(FileTest, CommitWritesTheFileAndLeavesNoTemporary) {
   std::string expected = "abc" + std::string(300, '\0') + "z";
   EXPECT_EQ(Read(path), expected);
   EXPECT_EQ(Entries(), (std::vector<std::string>{"out.bin"}));
+}
+
+TEST_F(FileTest, WriteAtFillsRangesFromSeveralThreadsAndResizeEndsTheFile) {
+  const std::string path = Path("out.bin");
+  {
+    auto w = AtomicFileWriter::create(path);
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    ASSERT_TRUE((*w)->write("head", 4).ok());  // buffered, then flushed by write_at
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        const std::string chunk(100, static_cast<char>('a' + t));
+        ASSERT_TRUE((*w)->write_at(64 + 100 * static_cast<uint64_t>(t), chunk.data(), chunk.size()).ok());
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ((*w)->position(), 4u);  // write_at does not move the sequential position
+    ASSERT_TRUE((*w)->resize(480).ok());
+    ASSERT_TRUE((*w)->commit().ok());
+  }
+  const std::string expected = "head" + std::string(60, '\0') + std::string(100, 'a') + std::string(100, 'b') +
+                               std::string(100, 'c') + std::string(100, 'd') + std::string(16, '\0');
+  EXPECT_EQ(Read(path), expected);
 }
 
 TEST_F(FileTest, UncommittedWriterLeavesNoFile) {
