@@ -2,11 +2,13 @@
 // before the first byte is written (hashing a Buffer is cheap next to writing
 // it) and writes tensor data straight from each Buffer. ArtifactStream writes
 // large tensors while they are produced and the rest when they are known.
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -239,7 +241,8 @@ struct StreamedData::State {
   std::mutex mu;
   std::condition_variable cv;
   AtomicFileWriter* file;  // null once the stream is finished or gone
-  uint64_t written = 0;    // bytes [0, written) are in the file and hashed
+  std::atomic<uint64_t> written{0};  // bytes [0, written) are in the file and hashed; changed under mu
+  std::atomic<uint64_t> failed_early{UINT64_MAX};  // failed_from, readable without mu
   std::string failure;     // set by abort() or a failed write
   uint64_t failed_from = UINT64_MAX;  // writes at or after this offset fail
   artifact_detail::StreamingChecksum checksum;
@@ -260,6 +263,11 @@ Status StreamedData::write(uint64_t offset, const void* bytes, size_t size) {
   };
   if (offset > size_ || size > size_ - offset)
     return make_error(ErrorCode::kInvalidArgument, "cannot write " + range() + ": outside the tensor");
+  // The turn usually comes within microseconds (a chunk's write and hash):
+  // spin briefly before sleeping, as a futex sleep and wake-up cost more.
+  for (int spin = 0; spin < 4000 && st.written.load() < offset && offset < st.failed_early.load(); ++spin) {
+    if (spin >= 64) std::this_thread::yield();
+  }
   std::unique_lock<std::mutex> lock(st.mu);
   st.cv.wait(lock, [&] { return offset >= st.failed_from || st.written >= offset; });
   if (offset >= st.failed_from) return make_error(ErrorCode::kIoError, st.failure);
@@ -279,6 +287,7 @@ Status StreamedData::write(uint64_t offset, const void* bytes, size_t size) {
     st.written += size;
   } else if (offset < st.failed_from) {
     st.failed_from = offset;
+    st.failed_early = offset;
     st.failure = status.message();
   }
   st.cv.notify_all();
@@ -289,6 +298,7 @@ void StreamedData::abort(uint64_t offset, const std::string& why) {
   std::lock_guard<std::mutex> lock(state_->mu);
   if (offset < state_->failed_from) {
     state_->failed_from = offset;
+    state_->failed_early = offset;
     state_->failure = why.empty() ? "the streamed tensor was abandoned at byte " + std::to_string(offset) : why;
   }
   state_->cv.notify_all();

@@ -351,9 +351,10 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
                                        ArtifactStream* stream) {
   const int64_t rows = src.rows(), dim = src.dim();
   if (rows <= 0 || dim <= 0) return empty_table_error(rows, dim);
-  // About 256 KiB of float rows per chunk: a chunk's output then stays in
-  // cache until it is written, and chunks are small enough to share evenly.
-  const int64_t chunk = std::clamp<int64_t>((int64_t{256} << 10) / (dim * 4), 8, 1024);
+  // About 1 MiB of float rows per chunk: a chunk's output (at most 512 KiB)
+  // stays in cache until it is written, chunks are few enough that handing
+  // the file from one worker to the next is rare, and many enough to share.
+  const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 20) / (dim * 4), 8, 4096);
   // Consumed input is released in windows of about 8 MiB of float rows, each
   // once, by the chunk that crosses its end: a madvise per small chunk would
   // split the huge mappings the page cache may use and flush TLBs on every
