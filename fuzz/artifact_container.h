@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +17,25 @@
 #include "artifact/artifact_format.h"
 
 namespace qemb::fuzz {
+
+// A 64-byte-aligned, exactly-sized copy: loaded in place, so a read past the
+// end of the file is a read past the end of the allocation.
+class AlignedBytes final : public Buffer {
+ public:
+  explicit AlignedBytes(const std::vector<uint8_t>& bytes)
+      : size_(bytes.size()), data_(static_cast<uint8_t*>(::operator new(size_ ? size_ : 1, std::align_val_t(64)))) {
+    if (size_) std::memcpy(data_, bytes.data(), size_);
+  }
+  ~AlignedBytes() override { ::operator delete(data_, std::align_val_t(64)); }
+  AlignedBytes(const AlignedBytes&) = delete;
+  AlignedBytes& operator=(const AlignedBytes&) = delete;
+  const uint8_t* data() const override { return data_; }
+  size_t size() const override { return size_; }
+
+ private:
+  size_t size_;
+  uint8_t* data_;
+};
 
 inline constexpr std::string_view kSectionSeparator = "\xff\xfeSECTION\xfe\xff";
 

@@ -13,28 +13,8 @@
 
 namespace {
 
-// A 64-byte-aligned, exactly-sized copy: loaded in place, so a read past the
-// end of the file is a read past the end of the allocation.
-class AlignedBytes final : public qemb::Buffer {
- public:
-  explicit AlignedBytes(const std::vector<uint8_t>& bytes)
-      : size_(bytes.size()),
-        data_(static_cast<uint8_t*>(::operator new(size_ ? size_ : 1, std::align_val_t(64)))) {
-    if (size_) std::memcpy(data_, bytes.data(), size_);
-  }
-  ~AlignedBytes() override { ::operator delete(data_, std::align_val_t(64)); }
-  AlignedBytes(const AlignedBytes&) = delete;
-  AlignedBytes& operator=(const AlignedBytes&) = delete;
-  const uint8_t* data() const override { return data_; }
-  size_t size() const override { return size_; }
-
- private:
-  size_t size_;
-  uint8_t* data_;
-};
-
 void load_and_check(const std::vector<uint8_t>& bytes) {
-  auto loaded = qemb::load_artifact_from_bytes(std::make_shared<AlignedBytes>(bytes), qemb::Verify::kFull);
+  auto loaded = qemb::load_artifact_from_bytes(std::make_shared<qemb::fuzz::AlignedBytes>(bytes), qemb::Verify::kFull);
   if (!loaded.ok()) {
     QEMB_FUZZ_CHECK(!loaded.error().message.empty(), "an error without a message");
     return;

@@ -16,29 +16,11 @@
 
 namespace {
 
-class AlignedBytes final : public qemb::Buffer {
- public:
-  explicit AlignedBytes(const std::vector<uint8_t>& bytes)
-      : size_(bytes.size()),
-        data_(static_cast<uint8_t*>(::operator new(size_ ? size_ : 1, std::align_val_t(64)))) {
-    if (size_) std::memcpy(data_, bytes.data(), size_);
-  }
-  ~AlignedBytes() override { ::operator delete(data_, std::align_val_t(64)); }
-  AlignedBytes(const AlignedBytes&) = delete;
-  AlignedBytes& operator=(const AlignedBytes&) = delete;
-  const uint8_t* data() const override { return data_; }
-  size_t size() const override { return size_; }
-
- private:
-  size_t size_;
-  uint8_t* data_;
-};
-
 // Keeps a fuzzed table from asking for gigabytes of output.
 constexpr int64_t kMaxOutputValues = 1 << 20;
 
 void serve(const std::vector<uint8_t>& bytes) {
-  auto buffer = std::make_shared<AlignedBytes>(bytes);
+  auto buffer = std::make_shared<qemb::fuzz::AlignedBytes>(bytes);
   auto artifact = qemb::load_artifact_from_bytes(buffer, qemb::Verify::kFull);
   if (!artifact.ok()) return;
   std::unique_ptr<qemb::EmbeddingRuntime> runtimes[2];
