@@ -5,13 +5,12 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define QEMB_FUZZ_CHECK(cond, ...)                                          \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__,      \
-                   __LINE__, #cond);                                        \
-      std::fprintf(stderr, "" __VA_ARGS__);                                 \
-      std::fprintf(stderr, "\n");                                           \
-      std::abort();                                                         \
-    }                                                                       \
+// The optional detail is a printf format and its arguments.
+#define QEMB_FUZZ_CHECK(cond, ...)                                                          \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
+      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond);     \
+      __VA_OPT__(std::fprintf(stderr, __VA_ARGS__); std::fprintf(stderr, "\n");)           \
+      std::abort();                                                                         \
+    }                                                                                       \
   } while (0)
