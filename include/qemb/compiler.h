@@ -43,8 +43,8 @@ struct CompileOptions {
 
 struct CompiledEmbedding {
   // As lowered, before passes. For the materialized optimized pattern the
-  // weight tensor keeps its shape and encoding but not its data: the uint16
-  // table is built row by row and the packed weight never exists whole.
+  // weight tensor keeps its shape and encoding but not its data: the packed
+  // weight is dropped once it is folded into the uint16 table.
   Graph lowered;
   Graph runtime_graph;  // after fold/fuse: what the artifact holds
   Pattern pattern = Pattern::kLegacy;
@@ -86,8 +86,11 @@ class RowSource {
 Result<CompiledEmbedding> compile_table(const float* table, int64_t rows, int64_t dim,
                                         const CompileOptions& options, const TargetVersion& target,
                                         const TableSource& source = {});
-// The streaming form: two passes over the rows (range and row scales, then
-// quantization), in parallel, holding only a few rows per thread in float.
+// The streaming form: one parallel pass over the rows (range, row scales and
+// the packed rows), holding only a few rows per thread in float. The
+// materialized optimized pattern then folds the packed rows, kept in memory
+// (0.5 or 1 byte a value), into the uint16 table: that fold needs the whole
+// table's range, known only after the last row.
 Result<CompiledEmbedding> compile_rows(const RowSource& rows, const CompileOptions& options,
                                        const TargetVersion& target, const TableSource& source = {});
 // The same, writing the table into `out` as its rows are produced (the

@@ -334,11 +334,19 @@ CompileMode resolve_mode(const CompileOptions& options, uint64_t materialized, s
   return CompileMode::kMaterialize;
 }
 
-// The Convert of the optimized pattern that reads the static weight, or -1.
-int find_weight_convert(const Graph& g, const std::string& weight_name) {
-  for (size_t i = 0; i < g.ops.size(); ++i)
-    if (g.ops[i].type == OpType::kConvert && g.ops[i].inputs.size() == 1 && g.ops[i].inputs[0] == weight_name)
+// The Convert of the optimized pattern that a materialized compile folds into
+// a uint16 table (it reads the per-axis STATIC weight and writes a uint16
+// tensor of the same shape that is not the graph's output), or -1.
+int u16_fold_op(const Graph& g) {
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    if (op.type != OpType::kConvert || op.inputs.size() != 1 || op.outputs.size() != 1) continue;
+    const Tensor* in = g.find_tensor(op.inputs[0]);
+    const Tensor* out = g.find_tensor(op.outputs[0]);
+    if (in != nullptr && out != nullptr && in->kind == TensorKind::kStatic && in->encoding.is_per_axis() &&
+        out->dtype == DataType::kUFixedPoint16 && out->shape == in->shape && out->kind != TensorKind::kAppRead)
       return static_cast<int>(i);
+  }
   return -1;
 }
 
@@ -383,18 +391,39 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   out.target = target;
   const uint64_t materialized = static_cast<uint64_t>(rows) * static_cast<uint64_t>(dim) * 2;
   out.mode = resolve_mode(options, materialized, out.mode_reason);
-  // A fused compile quantizes in the scan itself: a row's scale is known as
-  // soon as the row has been seen. A materialized one only scans first: its
-  // uint16 table needs the whole table's range before the first row.
-  const bool quantize_in_scan = out.mode == CompileMode::kFused;
-  std::unique_ptr<TableOutput> packed;
-  if (quantize_in_scan) packed = std::make_unique<TableOutput>(row_bytes, rows, stream);
-  auto abort_packed = [&](int64_t begin, const Status& why) {
-    if (packed) packed->abort(begin, why);
-  };
 
-  // Pass 1: finiteness, the value range and the row scales, one row at a
-  // time so each decoded row is still in cache when it is quantized.
+  EmbeddingLoweringOptions lo_opts;
+  lo_opts.name = options.node_name;
+  lo_opts.pattern = options.pattern;
+  auto weight_tensor_of = [&](std::vector<float> row_scales, std::shared_ptr<Buffer> data) {
+    Tensor weight;
+    weight.name = "weight";
+    weight.kind = TensorKind::kStatic;
+    weight.dtype = DataType::kSFixedPoint8;
+    weight.shape = {rows, dim};
+    weight.encoding =
+        Encoding::per_axis(0, std::move(row_scales), std::vector<int32_t>(static_cast<size_t>(rows), 0), bits);
+    weight.data = std::move(data);
+    return weight;
+  };
+  // The graph's shape depends only on the target, the options and the table's
+  // size, so a trial lowering (placeholder scales and range) tells before any
+  // row is read what the compile produces, and a target that refuses a forced
+  // pattern fails at once instead of after the long part.
+  QEMB_ASSIGN_OR_RETURN(
+      LoweredEmbedding trial,
+      lower_embedding(weight_tensor_of(std::vector<float>(static_cast<size_t>(rows), 1.0f),
+                                       std::make_shared<PendingBuffer>(row_bytes * static_cast<size_t>(rows))),
+                      activation_encoding(-1.0f, 1.0f), target, lo_opts));
+  const bool fold_to_u16 = out.mode == CompileMode::kMaterialize && u16_fold_op(trial.graph) >= 0;
+
+  // The only pass over the input: finiteness, the value range, the row
+  // scales and the packed rows, one row at a time so each decoded row is
+  // still in cache when it is quantized (a row's scale needs only the row).
+  // The packed rows go to the artifact as they are made, unless they are to
+  // be folded into a uint16 table, which needs the whole table's range first:
+  // then they wait in memory (0.5 or 1 byte a value) for the second pass.
+  TableOutput packed(row_bytes, rows, fold_to_u16 ? nullptr : stream);
   std::vector<float> scales(static_cast<size_t>(rows));
   std::mutex range_mu;
   float lo = INFINITY, hi = -INFINITY;
@@ -405,7 +434,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
     thread_local std::vector<float> row;
     row.resize(static_cast<size_t>(dim));
     float clo = INFINITY, chi = -INFINITY;
-    uint8_t* dst = quantize_in_scan ? packed->rows_at(begin, end) : nullptr;
+    uint8_t* dst = packed.rows_at(begin, end);
     for (int64_t r = begin; r < end; ++r) {
       QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
       RowStats st;
@@ -415,15 +444,15 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
       chi = std::max(chi, st.max);
       const float s = row_scale_from_amax(st.amax, qmax);
       scales[static_cast<size_t>(r)] = s;
-      if (quantize_in_scan) quantize_row(row.data(), s, dst + static_cast<size_t>(r - begin) * row_bytes);
+      quantize_row(row.data(), s, dst + static_cast<size_t>(r - begin) * row_bytes);
     }
-    if (quantize_in_scan) QEMB_RETURN_IF_ERROR(packed->commit(begin, end, dst));
+    QEMB_RETURN_IF_ERROR(packed.commit(begin, end, dst));
     release_input(begin, end);
     std::lock_guard<std::mutex> lock(range_mu);
     lo = std::min(lo, clo);
     hi = std::max(hi, chi);
     return Status::Ok();
-  }, abort_packed));
+  }, [&](int64_t begin, const Status& why) { packed.abort(begin, why); }));
 
   if (options.calibration_tokens) {
     QEMB_ASSIGN_OR_RETURN(out.act, calibration_encoding(src, *options.calibration_tokens));
@@ -431,65 +460,37 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
     out.act = activation_encoding(lo, hi);
   }
 
-  Tensor weight;
-  weight.name = "weight";
-  weight.kind = TensorKind::kStatic;
-  weight.dtype = DataType::kSFixedPoint8;
-  weight.shape = {rows, dim};
-  weight.encoding = Encoding::per_axis(0, scales, std::vector<int32_t>(static_cast<size_t>(rows), 0), bits);
-  if (packed) {
-    weight.data = packed->buffer();
-  } else {
-    weight.data = std::make_shared<PendingBuffer>(row_bytes * static_cast<size_t>(rows));
-  }
-
-  EmbeddingLoweringOptions lo_opts;
-  lo_opts.name = options.node_name;
-  lo_opts.pattern = options.pattern;
-  QEMB_ASSIGN_OR_RETURN(LoweredEmbedding lowered, lower_embedding(std::move(weight), out.act, target, lo_opts));
+  QEMB_ASSIGN_OR_RETURN(LoweredEmbedding lowered,
+                        lower_embedding(weight_tensor_of(scales, std::const_pointer_cast<Buffer>(packed.buffer())),
+                                        out.act, target, lo_opts));
   out.pattern = lowered.pattern;
   out.pattern_reason = lowered.reason;
   Graph& graph = lowered.graph;
-  Tensor* weight_tensor = nullptr;
-  for (Tensor& t : graph.tensors)
-    if (t.kind == TensorKind::kStatic && t.encoding.is_per_axis()) weight_tensor = &t;
-  if (weight_tensor == nullptr) return make_error(ErrorCode::kInternal, "the lowered graph has no PCQ weight tensor");
+  const int convert = fold_to_u16 ? u16_fold_op(graph) : -1;
+  if (fold_to_u16 && convert < 0)
+    return make_error(ErrorCode::kInternal, "the lowered graph differs from the trial lowering");
 
-  const int convert = out.mode == CompileMode::kMaterialize && out.pattern == Pattern::kOptimized
-                          ? find_weight_convert(graph, weight_tensor->name)
-                          : -1;
-  const Tensor* convert_out = convert >= 0 ? graph.find_tensor(graph.ops[static_cast<size_t>(convert)].outputs[0]) : nullptr;
-  if (convert_out != nullptr && convert_out->dtype == DataType::kUFixedPoint16 &&
-      convert_out->shape == weight_tensor->shape && convert_out->kind != TensorKind::kAppRead) {
+  if (fold_to_u16) {
     // Materialized optimized pattern: the folded Convert is exactly
-    // requant_gather_s{4,8}_u16 over every id, so each row goes float ->
-    // packed (a row of scratch) -> uint16 while hot, and the packed table
-    // never exists whole (peak = the uint16 table).
+    // requant_gather_s{4,8}_u16 over every id, run chunk by chunk over the
+    // packed rows in memory, the uint16 rows streamed out as they are made.
+    const Tensor& folded_out = *graph.find_tensor(graph.ops[static_cast<size_t>(convert)].outputs[0]);
     const size_t table_row_bytes = static_cast<size_t>(dim) * 2;
     TableOutput table(table_row_bytes, rows, stream);
     const KernelSet& kernels = best_kernels();
+    RequantGatherParams params;
+    params.weights = packed.buffer()->data();
+    params.row_scales = scales.data();
+    params.dim = static_cast<size_t>(dim);
+    params.act = ActivationEncoding{folded_out.encoding.scale, -folded_out.encoding.offset};
     const RequantGatherU16Fn gather = bits == 4 ? kernels.requant_gather_s4_u16 : kernels.requant_gather_s8_u16;
-    const ActivationEncoding act{convert_out->encoding.scale, -convert_out->encoding.offset};
     QEMB_RETURN_IF_ERROR(parallel_rows(rows, chunk, threads, "quantize", options, [&](int64_t begin, int64_t end) -> Status {
-      thread_local std::vector<float> row;  // see the scan pass
-      thread_local std::vector<uint8_t> q;
-      row.resize(static_cast<size_t>(dim));
-      q.resize(row_bytes);
-      RequantGatherParams params;
-      params.weights = q.data();
-      params.dim = static_cast<size_t>(dim);
-      params.act = act;
-      const int64_t first_id = 0;
+      thread_local std::vector<int64_t> ids;  // see the scan pass
+      ids.resize(static_cast<size_t>(end - begin));
+      for (int64_t r = begin; r < end; ++r) ids[static_cast<size_t>(r - begin)] = r;
       uint8_t* dst = table.rows_at(begin, end);
-      for (int64_t r = begin; r < end; ++r) {
-        QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
-        quantize_row(row.data(), scales[static_cast<size_t>(r)], q.data());
-        params.row_scales = scales.data() + r;
-        gather(params, &first_id, 1, reinterpret_cast<uint16_t*>(dst + static_cast<size_t>(r - begin) * table_row_bytes));
-      }
-      QEMB_RETURN_IF_ERROR(table.commit(begin, end, dst));
-      release_input(begin, end);
-      return Status::Ok();
+      gather(params, ids.data(), ids.size(), reinterpret_cast<uint16_t*>(dst));
+      return table.commit(begin, end, dst);
     }, [&](int64_t begin, const Status& why) { table.abort(begin, why); }));
     out.runtime_graph = graph;
     Op& op = out.runtime_graph.ops[static_cast<size_t>(convert)];
@@ -499,27 +500,12 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
     out.runtime_graph.ops.erase(out.runtime_graph.ops.begin() + convert);
     out.runtime_graph.remove_unused_tensors();
     QEMB_RETURN_IF_ERROR(out.runtime_graph.check());
-    // The packed weight was never kept whole: the lowered graph keeps its
-    // metadata (shape, per-row encodings) with the data released.
-    weight_tensor->data.reset();
+    // The packed weight is dropped now that it is folded: the lowered graph
+    // keeps its metadata (shape, per-row encodings) without the data.
+    for (Tensor& t : graph.tensors)
+      if (t.kind == TensorKind::kStatic && t.encoding.is_per_axis()) t.data.reset();
     out.lowered = std::move(graph);
   } else {
-    if (!packed) {  // materialized legacy pattern: it reads the packed weight
-      packed = std::make_unique<TableOutput>(row_bytes, rows, stream);
-      QEMB_RETURN_IF_ERROR(parallel_rows(rows, chunk, threads, "quantize", options, [&](int64_t begin, int64_t end) -> Status {
-        thread_local std::vector<float> row;  // see the scan pass
-        row.resize(static_cast<size_t>(dim));
-        uint8_t* dst = packed->rows_at(begin, end);
-        for (int64_t r = begin; r < end; ++r) {
-          QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
-          quantize_row(row.data(), scales[static_cast<size_t>(r)], dst + static_cast<size_t>(r - begin) * row_bytes);
-        }
-        QEMB_RETURN_IF_ERROR(packed->commit(begin, end, dst));
-        release_input(begin, end);
-        return Status::Ok();
-      }, abort_packed));
-      weight_tensor->data = std::const_pointer_cast<Buffer>(packed->buffer());
-    }
     out.lowered = graph;  // shares the weight's bytes
     out.runtime_graph = std::move(graph);
     if (out.mode == CompileMode::kFused) {
