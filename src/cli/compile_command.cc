@@ -1,6 +1,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 
 #include "cli/cli.h"
@@ -24,25 +25,31 @@ class ProgressBar {
  public:
   void operator()(const char* phase, int64_t done, int64_t total) {
     const auto now = std::chrono::steady_clock::now();
-    if (phase != phase_) {
+    if (phase_ == nullptr || std::strcmp(phase, phase_) != 0) {
       phase_ = phase;
       start_ = now;
+      finished_ = false;
     }
+    if (finished_) return;  // the phase's last report repeats the total
     const double elapsed = std::chrono::duration<double>(now - start_).count();
     const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0;
     const double left = rate > 0 ? static_cast<double>(total - done) / rate : 0.0;
     const int width = 30;
     const int filled = total > 0 ? static_cast<int>(width * done / total) : width;
-    std::fprintf(stderr, "\r%-8s [%.*s%*s] %lld/%lld rows  %.0f rows/s  %.0fs left ", phase, filled,
+    std::fprintf(stderr, "\r%-8s [%.*s%*s] %lld/%lld rows  %.0f rows/s  %.1fs left ", phase, filled,
                  "##############################", width - filled, "", static_cast<long long>(done),
                  static_cast<long long>(total), rate, left);
-    if (done == total) std::fprintf(stderr, "\n");
+    if (done == total) {
+      std::fprintf(stderr, "\n");
+      finished_ = true;
+    }
     std::fflush(stderr);
   }
 
  private:
   const char* phase_ = nullptr;
   std::chrono::steady_clock::time_point start_;
+  bool finished_ = false;
 };
 
 }  // namespace

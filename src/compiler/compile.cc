@@ -88,6 +88,7 @@ Status parallel_rows(int64_t rows, int64_t chunk, int threads, const char* phase
     cv.notify_all();
   };
   const int n = static_cast<int>(std::min<int64_t>(threads, chunks));
+  if (options.progress) options.progress(phase, 0, rows);  // the phase starts now: rates count from here
   std::vector<std::thread> pool;
   running = n;
   for (int t = 0; t < n; ++t) pool.emplace_back(worker);

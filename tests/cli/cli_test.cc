@@ -48,6 +48,26 @@ TEST_F(Cli, CompilePrintsThePatternAndWhy) {
   EXPECT_NE(r.out.find("pattern: optimized (target SDK 2.48"), std::string::npos) << r.out;
 }
 
+// The progress bar is for a person at a terminal: `script` gives the command
+// a pseudo-terminal; through a pipe, or with --quiet, stderr stays clean.
+TEST_F(Cli, CompileShowsProgressOnlyOnATerminal) {
+  const std::string compile = q("compile " + ckpt_ + " --qnn-sdk-version 2.48 --mode materialize -o ");
+  auto piped = run_command(compile + dir_.file("a.qemb") + " 2>" + dir_.file("stderr.txt"));
+  ASSERT_EQ(piped.exit_code, 0) << piped.out;
+  EXPECT_EQ(qemb::testing::read_text(dir_.file("stderr.txt")), "");
+  if (run_command("command -v script").exit_code != 0) GTEST_SKIP() << "no `script` (util-linux) for a terminal";
+  auto tty = run_command("script -qec '" + compile + dir_.file("b.qemb") + "' /dev/null");
+  ASSERT_EQ(tty.exit_code, 0) << tty.out;
+  EXPECT_NE(tty.out.find("scan     ["), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("40/40 rows"), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("rows/s"), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("s left"), std::string::npos) << tty.out;
+  EXPECT_NE(tty.out.find("quantize ["), std::string::npos) << tty.out;
+  auto quiet = run_command("script -qec '" + compile + dir_.file("c.qemb") + " --quiet' /dev/null");
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.out;
+  EXPECT_EQ(quiet.out, "");
+}
+
 TEST_F(Cli, InspectJsonHasTheDocumentedKeys) {
   ASSERT_EQ(run_command(q("compile " + ckpt_ + " --qnn-sdk-version 2.48 -o " + dir_.file("a.qemb"))).exit_code, 0);
   auto r = run_command(q("inspect " + dir_.file("a.qemb") + " --json"));

@@ -2,6 +2,9 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "qemb/compiler.h"
 #include "qemb/safetensors.h"
@@ -231,6 +234,44 @@ TEST_F(CompileCheckpoint, BadExplicitVersionIsAnError) {
   auto c = compile_checkpoint(ckpt_, o, dir_.file("x.qemb"));
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.error().code, ErrorCode::kVersionError);
+}
+
+// Progress reports: each phase opens with 0 rows done (so a rate counts from
+// its start), never goes back, and closes with every row done; the
+// materialized optimized pattern has a second phase, the others one.
+TEST(CompileTable, ProgressReportsEachPhaseFromZeroToEveryRow) {
+  const int64_t rows = 3000, dim = 64;
+  const auto table = qemb::testing::spread_table(rows, dim, 11);
+  struct Case {
+    CompileMode mode;
+    const char* version;
+    std::vector<std::string> phases;
+  };
+  for (const Case& c : {Case{CompileMode::kMaterialize, "2.48", {"scan", "quantize"}},
+                        Case{CompileMode::kMaterialize, "2.37", {"scan"}},
+                        Case{CompileMode::kFused, "2.48", {"scan"}}}) {
+    std::vector<std::tuple<std::string, int64_t, int64_t>> reports;
+    CompileOptions o;
+    o.mode = c.mode;
+    o.threads = 2;
+    o.progress = [&](const char* phase, int64_t done, int64_t total) { reports.emplace_back(phase, done, total); };
+    ASSERT_TRUE(compile_table(table.data(), rows, dim, o, target(c.version)).ok());
+    std::vector<std::string> phases;
+    for (size_t i = 0; i < reports.size(); ++i) {
+      const auto& [phase, done, total] = reports[i];
+      EXPECT_EQ(total, rows);
+      if (phases.empty() || phases.back() != phase) {
+        EXPECT_EQ(done, 0) << phase << " must open at 0 rows";
+        if (!phases.empty()) EXPECT_EQ(std::get<1>(reports[i - 1]), rows) << phases.back() << " must close at every row";
+        phases.push_back(phase);
+      } else {
+        EXPECT_GE(done, std::get<1>(reports[i - 1])) << phase << " went back";
+      }
+    }
+    EXPECT_EQ(phases, c.phases) << to_string(c.mode) << " " << c.version;
+    ASSERT_FALSE(reports.empty());
+    EXPECT_EQ(std::get<1>(reports.back()), rows);
+  }
 }
 
 }  // namespace
