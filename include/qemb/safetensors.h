@@ -70,12 +70,16 @@ class SafetensorsFile {
   // Converts rows [row_begin, row_end) of a 2-D F32/F16/BF16 tensor to float32
   // into `out` ((row_end - row_begin) * cols floats, row-major).
   Status read_rows_float(const std::string& name, int64_t row_begin, int64_t row_end, float* out) const;
+  // The same for a tensor of this file (one of tensors(), or find()), without
+  // the name lookup: for callers that read a table a row at a time.
+  Status read_rows_float(const SafetensorsTensor& tensor, int64_t row_begin, int64_t row_end, float* out) const;
   // The whole tensor (any rank) as float32, row-major.
   Result<std::vector<float>> read_float(const std::string& name) const;
 
  private:
   SafetensorsFile() = default;
   Result<const SafetensorsTensor*> find_float_tensor(const std::string& name) const;
+  Status check_float_dtype(const SafetensorsTensor& t) const;  // F32, F16 or BF16, else kUnsupported
 
   std::shared_ptr<const void> owner_;
   const uint8_t* data_ = nullptr;

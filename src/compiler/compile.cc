@@ -128,29 +128,11 @@ class ArrayRows final : public RowSource {
 class SafetensorsRows final : public RowSource {
  public:
   SafetensorsRows(const SafetensorsFile& file, const SafetensorsTensor& tensor)
-      : file_(file),
-        tensor_(tensor),
-        row_bytes_(tensor.byte_size() / static_cast<uint64_t>(tensor.shape[0])),
-        decode_(tensor.dtype == "BF16"  ? best_quantize_kernels().decode_bf16
-                : tensor.dtype == "F16" ? best_quantize_kernels().decode_f16
-                                        : nullptr) {}
+      : file_(file), tensor_(tensor), row_bytes_(tensor.byte_size() / static_cast<uint64_t>(tensor.shape[0])) {}
   int64_t rows() const override { return tensor_.shape[0]; }
   int64_t dim() const override { return tensor_.shape[1]; }
-  // Decodes straight from the mapping with the vector kernels.
   Status read(int64_t begin, int64_t end, float* out) const override {
-    if (begin < 0 || begin > end || end > rows())
-      return make_error(ErrorCode::kOutOfRange, "rows [" + std::to_string(begin) + ", " + std::to_string(end) +
-                                                    ") are outside tensor '" + tensor_.name + "' with " +
-                                                    std::to_string(rows()) + " rows");
-    const uint8_t* src = file_.raw(tensor_) + static_cast<uint64_t>(begin) * row_bytes_;
-    const size_t count = static_cast<size_t>(end - begin) * static_cast<size_t>(dim());
-    if (count == 0) return Status::Ok();
-    if (decode_ != nullptr) {
-      decode_(src, count, out);
-    } else {
-      std::memcpy(out, src, count * sizeof(float));
-    }
-    return Status::Ok();
+    return file_.read_rows_float(tensor_, begin, end, out);
   }
   void release(int64_t begin, int64_t end) const override {
     const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
@@ -164,7 +146,6 @@ class SafetensorsRows final : public RowSource {
   const SafetensorsFile& file_;
   const SafetensorsTensor& tensor_;
   uint64_t row_bytes_;
-  DecodeHalfFn decode_;  // null for F32
 };
 
 Error non_finite_error(float v, int64_t row, int64_t col) {

@@ -11,6 +11,7 @@
 #include "qemb/ir.h"
 #include "qemb/strings.h"
 #include "qemb/half.h"
+#include "qemb/quantize_kernels.h"
 
 namespace qemb {
 namespace {
@@ -180,18 +181,15 @@ Result<SafetensorsTensor> parse_entry(const std::string& file, const std::string
   return t;
 }
 
+// With the vector kernels: a checkpoint is decoded at memory speed.
 void decode_to_float(const uint8_t* src, const std::string& dtype, size_t count, float* out) {
   if (count == 0) return;  // an empty tensor's `out` may be null, and memcpy(null, ..., 0) is UB
   if (dtype == "F32") {
     std::memcpy(out, src, count * sizeof(float));
   } else if (dtype == "F16") {
-    for (size_t i = 0; i < count; ++i) {
-      out[i] = f16_to_float(static_cast<uint16_t>(src[2 * i] | (src[2 * i + 1] << 8)));
-    }
+    best_quantize_kernels().decode_f16(src, count, out);
   } else {  // BF16
-    for (size_t i = 0; i < count; ++i) {
-      out[i] = bf16_to_float(static_cast<uint16_t>(src[2 * i] | (src[2 * i + 1] << 8)));
-    }
+    best_quantize_kernels().decode_bf16(src, count, out);
   }
 }
 
@@ -305,30 +303,39 @@ Result<const SafetensorsTensor*> SafetensorsFile::find_float_tensor(const std::s
     return make_error(ErrorCode::kNotFound,
                       "safetensors file " + in_quotes(path_) + " has no tensor " + in_quotes(name));
   }
-  if (!is_float_convertible_dtype(t->dtype)) {
-    return make_error(ErrorCode::kUnsupported, "tensor " + in_quotes(name) + " in " + in_quotes(path_) + " has dtype " +
-                                                   t->dtype + "; supported dtypes are " + kFloatDtypesText);
-  }
+  QEMB_RETURN_IF_ERROR(check_float_dtype(*t));
   return t;
+}
+
+Status SafetensorsFile::check_float_dtype(const SafetensorsTensor& t) const {
+  if (is_float_convertible_dtype(t.dtype)) return Status::Ok();
+  return make_error(ErrorCode::kUnsupported, "tensor " + in_quotes(t.name) + " in " + in_quotes(path_) + " has dtype " +
+                                                 t.dtype + "; supported dtypes are " + kFloatDtypesText);
 }
 
 Status SafetensorsFile::read_rows_float(const std::string& name, int64_t row_begin, int64_t row_end, float* out) const {
   QEMB_ASSIGN_OR_RETURN(const SafetensorsTensor* t, find_float_tensor(name));
-  if (t->shape.size() != 2) {
-    return make_error(ErrorCode::kUnsupported, "tensor " + in_quotes(name) + " has shape " + shape_to_string(t->shape) +
-                                                   "; reading rows needs a 2-D tensor");
+  return read_rows_float(*t, row_begin, row_end, out);
+}
+
+Status SafetensorsFile::read_rows_float(const SafetensorsTensor& t, int64_t row_begin, int64_t row_end,
+                                        float* out) const {
+  QEMB_RETURN_IF_ERROR(check_float_dtype(t));
+  if (t.shape.size() != 2) {
+    return make_error(ErrorCode::kUnsupported, "tensor " + in_quotes(t.name) + " has shape " +
+                                                   shape_to_string(t.shape) + "; reading rows needs a 2-D tensor");
   }
-  const int64_t rows = t->shape[0];
-  const int64_t cols = t->shape[1];
+  const int64_t rows = t.shape[0];
+  const int64_t cols = t.shape[1];
   if (row_begin < 0 || row_begin > row_end || row_end > rows) {
     return make_error(ErrorCode::kOutOfRange, "rows [" + std::to_string(row_begin) + ", " + std::to_string(row_end) +
-                                                  ") are outside tensor " + in_quotes(name) + " with " +
+                                                  ") are outside tensor " + in_quotes(t.name) + " with " +
                                                   std::to_string(rows) + " rows");
   }
-  const size_t element_bytes = static_cast<size_t>(safetensors_dtype_bits(t->dtype) / 8);
+  const size_t element_bytes = static_cast<size_t>(safetensors_dtype_bits(t.dtype) / 8);
   const size_t first = static_cast<size_t>(row_begin) * static_cast<size_t>(cols);
   const size_t count = static_cast<size_t>(row_end - row_begin) * static_cast<size_t>(cols);
-  decode_to_float(raw(*t) + first * element_bytes, t->dtype, count, out);
+  decode_to_float(raw(t) + first * element_bytes, t.dtype, count, out);
   return Status::Ok();
 }
 
