@@ -50,9 +50,6 @@ Status write_artifact(const std::string& path, const Graph& graph, const nlohman
 
 class ArtifactStream;
 class AtomicFileWriter;
-namespace artifact_detail {
-class StreamingChecksum;
-}
 
 // One STATIC tensor's bytes, written into an ArtifactStream's file as they are
 // produced instead of being held in memory. Put it in the graph as that
@@ -75,9 +72,8 @@ class StreamedData final : public Buffer {
 
  private:
   friend class ArtifactStream;
-  StreamedData(ArtifactStream* owner, AtomicFileWriter* file, uint64_t file_offset, size_t size);
+  StreamedData(AtomicFileWriter* file, uint64_t file_offset, size_t size);
   struct State;
-  ArtifactStream* owner_;
   uint64_t file_offset_;
   size_t size_;
   std::unique_ptr<State> state_;
@@ -104,6 +100,7 @@ class ArtifactStream {
 
  private:
   ArtifactStream() = default;
+  void close_regions();  // later writes fail: the file is finished or gone
   std::string path_;
   std::unique_ptr<AtomicFileWriter> file_;
   uint64_t next_offset_ = 0;

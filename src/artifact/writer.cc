@@ -241,15 +241,15 @@ struct StreamedData::State {
   std::mutex mu;
   std::condition_variable cv;
   AtomicFileWriter* file;  // null once the stream is finished or gone
-  std::atomic<uint64_t> written{0};  // bytes [0, written) are in the file and hashed; changed under mu
-  std::atomic<uint64_t> failed_early{UINT64_MAX};  // failed_from, readable without mu
-  std::string failure;     // set by abort() or a failed write
-  uint64_t failed_from = UINT64_MAX;  // writes at or after this offset fail
+  // Changed under mu; atomic so that a waiting writer can spin on them.
+  std::atomic<uint64_t> written{0};                // bytes [0, written) are in the file and hashed
+  std::atomic<uint64_t> failed_from{UINT64_MAX};  // writes at or after this offset fail
+  std::string failure;                             // why, set by abort() or a failed write
   artifact_detail::StreamingChecksum checksum;
 };
 
-StreamedData::StreamedData(ArtifactStream* owner, AtomicFileWriter* file, uint64_t file_offset, size_t size)
-    : owner_(owner), file_offset_(file_offset), size_(size), state_(std::make_unique<State>()) {
+StreamedData::StreamedData(AtomicFileWriter* file, uint64_t file_offset, size_t size)
+    : file_offset_(file_offset), size_(size), state_(std::make_unique<State>()) {
   state_->file = file;
 }
 
@@ -265,7 +265,7 @@ Status StreamedData::write(uint64_t offset, const void* bytes, size_t size) {
     return make_error(ErrorCode::kInvalidArgument, "cannot write " + range() + ": outside the tensor");
   // The turn usually comes within microseconds (a chunk's write and hash):
   // spin briefly before sleeping, as a futex sleep and wake-up cost more.
-  for (int spin = 0; spin < 4000 && st.written.load() < offset && offset < st.failed_early.load(); ++spin) {
+  for (int spin = 0; spin < 4000 && st.written.load() < offset && offset < st.failed_from.load(); ++spin) {
     if (spin >= 64) std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(st.mu);
@@ -287,7 +287,6 @@ Status StreamedData::write(uint64_t offset, const void* bytes, size_t size) {
     st.written += size;
   } else if (offset < st.failed_from) {
     st.failed_from = offset;
-    st.failed_early = offset;
     st.failure = status.message();
   }
   st.cv.notify_all();
@@ -298,7 +297,6 @@ void StreamedData::abort(uint64_t offset, const std::string& why) {
   std::lock_guard<std::mutex> lock(state_->mu);
   if (offset < state_->failed_from) {
     state_->failed_from = offset;
-    state_->failed_early = offset;
     state_->failure = why.empty() ? "the streamed tensor was abandoned at byte " + std::to_string(offset) : why;
   }
   state_->cv.notify_all();
@@ -313,7 +311,9 @@ Result<std::unique_ptr<ArtifactStream>> ArtifactStream::create(const std::string
   return stream;
 }
 
-ArtifactStream::~ArtifactStream() {
+ArtifactStream::~ArtifactStream() { close_regions(); }
+
+void ArtifactStream::close_regions() {
   for (auto& region : regions_) {
     std::lock_guard<std::mutex> lock(region->state_->mu);
     region->state_->file = nullptr;
@@ -323,7 +323,7 @@ ArtifactStream::~ArtifactStream() {
 std::shared_ptr<StreamedData> ArtifactStream::reserve(size_t size) {
   const uint64_t offset = artifact_detail::align_up(next_offset_, kArtifactDataAlignment);
   next_offset_ = offset + size;
-  regions_.push_back(std::shared_ptr<StreamedData>(new StreamedData(this, file_.get(), offset, size)));
+  regions_.push_back(std::shared_ptr<StreamedData>(new StreamedData(file_.get(), offset, size)));
   return regions_.back();
 }
 
@@ -336,7 +336,7 @@ Status ArtifactStream::finish(const Graph& graph, const nlohmann::json& metadata
     if (streamed == nullptr) return std::optional<StreamedSection>();
     size_t index = 0;
     while (index < regions_.size() && regions_[index].get() != streamed) ++index;
-    if (streamed->owner_ != this || index == regions_.size())
+    if (index == regions_.size())
       return make_error(ErrorCode::kInvalidArgument,
                         where + "tensor '" + t.name + "' holds data streamed into another artifact");
     StreamedData::State& st = *streamed->state_;
@@ -363,10 +363,7 @@ Status ArtifactStream::finish(const Graph& graph, const nlohmann::json& metadata
   } catch (const std::exception& e) {
     return make_error(ErrorCode::kInternal, where + e.what());
   }
-  for (auto& region : regions_) {
-    std::lock_guard<std::mutex> lock(region->state_->mu);
-    region->state_->file = nullptr;
-  }
+  close_regions();
   file_.reset();
   return Status::Ok();
 }
