@@ -43,7 +43,6 @@ class AtomicFileWriter {
 
   // Sequential writes, buffered, from position().
   Status write(const void* data, size_t size);
-  Status write_zeros(size_t size);
   uint64_t position() const { return position_; }
   // Writes at an absolute offset without moving position(); safe to call from
   // several threads at once for disjoint ranges. Bytes never written read as

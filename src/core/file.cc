@@ -88,16 +88,6 @@ Status AtomicFileWriter::write(const void* data, size_t size) {
   return Status::Ok();
 }
 
-Status AtomicFileWriter::write_zeros(size_t size) {
-  static const uint8_t zeros[256] = {};
-  while (size > 0) {
-    size_t n = size < sizeof(zeros) ? size : sizeof(zeros);
-    QEMB_RETURN_IF_ERROR(write(zeros, n));
-    size -= n;
-  }
-  return Status::Ok();
-}
-
 Status AtomicFileWriter::write_at(uint64_t offset, const void* data, size_t size) {
   if (file_ == nullptr) return make_error(ErrorCode::kIoError, "write after close: " + path_);
   if (std::fflush(file_) != 0) return make_error(ErrorCode::kIoError, "write to '" + path_ + "' failed: " + errno_text());
