@@ -100,6 +100,19 @@ struct StressArtifact {
   std::vector<uint16_t> expected;  // kVocab x dim
 };
 
+// Writes the one-op graph `type`(table, ids) -> output as `a.path`.
+void write_graph(const StressArtifact& a, Tensor table, OpType type, const char* note) {
+  Graph g;
+  const std::string table_name = table.name;
+  g.add_tensor(std::move(table));
+  g.add_tensor(indices_tensor());
+  g.add_tensor(output_tensor(a.dim));
+  g.add_op(make_op(type, table_name));
+  EXPECT_TRUE(g.check().ok());
+  Status s = write_artifact(a.path, g, {{"note", note}});
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
 // The folded optimized graph: Gather over a STATIC [V, D] uint16 table.
 StressArtifact materialized_artifact(const TempDir& dir) {
   StressArtifact a;
@@ -113,19 +126,12 @@ StressArtifact materialized_artifact(const TempDir& dir) {
     bytes[2 * i] = static_cast<uint8_t>(a.expected[i]);
     bytes[2 * i + 1] = static_cast<uint8_t>(a.expected[i] >> 8);
   }
-  Graph g;
   Tensor table = output_tensor(a.dim);
   table.name = "emb_convert";
   table.kind = TensorKind::kStatic;
   table.shape = {kVocab, a.dim};
   table.data = std::make_shared<OwnedBuffer>(std::move(bytes));
-  g.add_tensor(std::move(table));
-  g.add_tensor(indices_tensor());
-  g.add_tensor(output_tensor(a.dim));
-  g.add_op(make_op(OpType::kGather, "emb_convert"));
-  EXPECT_TRUE(g.check().ok());
-  Status s = write_artifact(a.path, g, {{"note", "materialized stress artifact"}});
-  EXPECT_TRUE(s.ok()) << s.message();
+  write_graph(a, std::move(table), OpType::kGather, "materialized stress artifact");
   return a;
 }
 
@@ -149,7 +155,6 @@ StressArtifact requant_artifact(const TempDir& dir) {
       a.expected[r * a.dim + j] = optimized_output(scales[r], q, kAct);
     }
   }
-  Graph g;
   Tensor w;
   w.name = "emb_weight";
   w.kind = TensorKind::kStatic;
@@ -157,13 +162,7 @@ StressArtifact requant_artifact(const TempDir& dir) {
   w.shape = {kVocab, a.dim};
   w.encoding = Encoding::per_axis(0, scales, std::vector<int32_t>(kVocab, 0), 4);
   w.data = std::make_shared<OwnedBuffer>(std::move(packed));
-  g.add_tensor(std::move(w));
-  g.add_tensor(indices_tensor());
-  g.add_tensor(output_tensor(a.dim));
-  g.add_op(make_op(OpType::kRequantGather, "emb_weight"));
-  EXPECT_TRUE(g.check().ok());
-  Status s = write_artifact(a.path, g, {{"note", "fused 4-bit stress artifact"}});
-  EXPECT_TRUE(s.ok()) << s.message();
+  write_graph(a, std::move(w), OpType::kRequantGather, "fused 4-bit stress artifact");
   return a;
 }
 
