@@ -1,6 +1,7 @@
-// Lookup microkernels (DESIGN §1-2): gathers over a materialized uint16 table
-// and fused requantizing gathers over a per-row-quantized (PCQ) table, each
-// bit-identical to the scalar formulas of qemb/quantize.h.
+// Lookup microkernels: gathers over a materialized uint16 table, fused
+// requantizing gathers over a per-row-quantized (PCQ) table, and pooled
+// (EmbeddingBag) reductions over either, each bit-identical to the scalar
+// formulas of qemb/quantize.h and docs/numeric-contract.md.
 //
 // Every kernel processes `n` already-validated row ids (0 <= id < V; checking
 // them is the caller's job) and writes `n` rows of `dim` values into a caller
@@ -51,6 +52,29 @@ using RequantGatherU16Fn = void (*)(const RequantGatherParams& params, const int
 using RequantGatherF32Fn = void (*)(const RequantGatherParams& params, const int64_t* ids,
                                     size_t n, float* out);
 
+// Pooled (EmbeddingBag) kernels: bags [0, bags) of one table, reduced as
+// docs/numeric-contract.md says (float32, index order, from +0.0f, the weighted
+// product rounded before the sum). Bag b covers ids[offsets[b] : offsets[b+1]]
+// (absolute positions into ids and weights); everything is validated by the
+// caller. Bag b's dim floats go to out + b * out_stride. Rows are read packed
+// and accumulated in place; no row is materialized.
+struct BagParams {
+  const int64_t* offsets = nullptr;  // bags + 1, non-decreasing
+  size_t bags = 0;
+  const float* weights = nullptr;    // one per id (sum only), or nullptr
+  int64_t padding_idx = -1;          // in [0, V), or -1 for none
+  bool mean = false;
+  size_t out_stride = 0;             // floats between bags' rows, >= dim
+};
+
+// `table` describes the stored rows: for the bag_u16 kernels `weights` points
+// at the materialized uint16 table (2 * dim bytes a row) and only dim and act
+// are read; for the others it is the PCQ table, as for the fused gathers.
+using BagI64Fn = void (*)(const RequantGatherParams& table, const int64_t* ids,
+                          const BagParams& bag, float* out);
+using BagI32Fn = void (*)(const RequantGatherParams& table, const int32_t* ids,
+                          const BagParams& bag, float* out);
+
 // The one list of gather kernels: KernelSet's fields, GatherKernel's
 // enumerators and kernel names are all generated from it.
 //   X(field / name stem, function type)
@@ -64,7 +88,17 @@ using RequantGatherF32Fn = void (*)(const RequantGatherParams& params, const int
   X(legacy_gather_s4_u16, RequantGatherU16Fn)        \
   X(legacy_gather_s4_f32, RequantGatherF32Fn)        \
   X(legacy_gather_s8_u16, RequantGatherU16Fn)        \
-  X(legacy_gather_s8_f32, RequantGatherF32Fn)
+  X(legacy_gather_s8_f32, RequantGatherF32Fn)        \
+  X(bag_u16_i32, BagI32Fn)                           \
+  X(bag_u16_i64, BagI64Fn)                           \
+  X(requant_bag_s4_i32, BagI32Fn)                    \
+  X(requant_bag_s4_i64, BagI64Fn)                    \
+  X(requant_bag_s8_i32, BagI32Fn)                    \
+  X(requant_bag_s8_i64, BagI64Fn)                    \
+  X(legacy_bag_s4_i32, BagI32Fn)                     \
+  X(legacy_bag_s4_i64, BagI64Fn)                     \
+  X(legacy_bag_s8_i32, BagI32Fn)                     \
+  X(legacy_bag_s8_i64, BagI64Fn)
 
 enum class GatherKernel : int {
 #define QEMB_KERNEL_ENUMERATOR(name, type) name,

@@ -379,6 +379,299 @@ void legacy_gather_s4_f32(const RequantGatherParams& p, const int64_t* ids, size
   RequantGatherS4<true>(p, ids, n, out);
 }
 
+// ---------------------------------------------------------------------------
+// Pooled (EmbeddingBag) kernels. Each bag's output row is the accumulator:
+// zeroed, then every id's row is added into it column by column, in the bag's
+// order, so each column sees exactly the contract's sequence of float32
+// operations whatever the vector width. This file is compiled with
+// -ffp-contract=off: a Mul followed by an Add must stay two roundings.
+
+// y = s_a * (float)(q16 - zp), optionally times the id's weight, added into o.
+template <class DF>
+HWY_INLINE void AccumulateY(DF df, hn::Vec<DF> y, bool weighted, hn::Vec<DF> w,
+                            float* HWY_RESTRICT o) {
+  if (weighted) y = hn::Mul(w, y);
+  hn::StoreU(hn::Add(hn::LoadU(df, o), y), df, o);
+}
+
+HWY_INLINE void AccumulateScalar(float y, bool weighted, float w, float* HWY_RESTRICT o) {
+  if (weighted) {
+    const float product = w * y;
+    *o = *o + product;
+  } else {
+    *o = *o + y;
+  }
+}
+
+// Runs add_row(row id, weighted, weight, out row) for every id of every bag
+// that is not the padding id, after zeroing the bag's row, then divides by
+// the count for mean. Prefetches rows kPrefetchRows ids ahead across bags.
+template <typename Id, class Prefetch, class AddRow>
+HWY_INLINE void PoolBags(size_t dim, const Id* HWY_RESTRICT ids, const BagParams& bag,
+                         float* HWY_RESTRICT out, Prefetch&& prefetch, AddRow&& add_row) {
+  using DF = hn::ScalableTag<float>;
+  const DF df;
+  const size_t NF = hn::Lanes(df);
+  const int64_t end = bag.offsets[bag.bags];
+  const bool weighted = bag.weights != nullptr;
+  for (size_t b = 0; b < bag.bags; ++b) {
+    float* o = out + b * bag.out_stride;
+    size_t j = 0;
+    for (; j + NF <= dim; j += NF) hn::StoreU(hn::Zero(df), df, o + j);
+    for (; j < dim; ++j) o[j] = +0.0f;
+    int64_t count = 0;
+    for (int64_t i = bag.offsets[b]; i < bag.offsets[b + 1]; ++i) {
+      if (i + static_cast<int64_t>(kPrefetchRows) < end) {
+        prefetch(static_cast<size_t>(ids[i + static_cast<int64_t>(kPrefetchRows)]));
+      }
+      const int64_t id = ids[i];
+      if (id == bag.padding_idx) continue;
+      add_row(static_cast<size_t>(id), weighted, weighted ? bag.weights[i] : 1.0f, o);
+      ++count;
+    }
+    if (bag.mean && count > 0) {
+      const float c = static_cast<float>(count);
+      const auto vc = hn::Set(df, c);
+      j = 0;
+      for (; j + NF <= dim; j += NF) hn::StoreU(hn::Div(hn::LoadU(df, o + j), vc), df, o + j);
+      for (; j < dim; ++j) o[j] = o[j] / c;
+    }
+  }
+}
+
+template <typename Id, bool kUnused>
+HWY_INLINE void BagU16(const RequantGatherParams& p, const Id* ids, const BagParams& bag,
+                       float* out) {
+  using DF = hn::ScalableTag<float>;
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> du16;
+  const size_t NF = hn::Lanes(df);
+  const size_t dim = p.dim;
+  const ActivationVec<DF> a(df, p.act);
+  const auto zero_point = hn::Set(di, p.act.zero_point);
+  const uint16_t* table = reinterpret_cast<const uint16_t*>(p.weights);
+  const size_t row_bytes = dim * sizeof(uint16_t);
+  PoolBags(
+      dim, ids, bag, out,
+      [&](size_t ahead) { PrefetchRow(p.weights + ahead * row_bytes, row_bytes); },
+      [&](size_t r, bool weighted, float w, float* HWY_RESTRICT o) {
+        const uint16_t* row = table + r * dim;
+        const auto wv = hn::Set(df, w);
+        size_t j = 0;
+        for (; j + NF <= dim; j += NF) {
+          const auto q = hn::Sub(hn::PromoteTo(di, hn::LoadU(du16, row + j)), zero_point);
+          AccumulateY(df, hn::Mul(a.scale, hn::ConvertTo(df, q)), weighted, wv, o + j);
+        }
+        for (; j < dim; ++j) AccumulateScalar(dequantize_activation(row[j], p.act), weighted, w, o + j);
+      });
+}
+
+template <typename Id, bool kLegacy>
+HWY_INLINE void RequantBagS8(const RequantGatherParams& p, const Id* ids, const BagParams& bag,
+                             float* out) {
+  using DF = hn::ScalableTag<float>;
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<int8_t, DF> d8;
+  const size_t NF = hn::Lanes(df);
+  const ActivationVec<DF> a(df, p.act);
+  const LegacyVec<DF> legacy(df, p.max_scale, 127);
+  const size_t dim = p.dim;
+  const int8_t* weights = reinterpret_cast<const int8_t*>(p.weights);
+  PoolBags(
+      dim, ids, bag, out,
+      [&](size_t ahead) {
+        PrefetchRow(p.weights + ahead * dim, dim);
+        hwy::Prefetch(p.row_scales + ahead);
+      },
+      [&](size_t r, bool weighted, float w, float* HWY_RESTRICT o) {
+        const float row_scale = p.row_scales[r];
+        const auto s = hn::Set(df, row_scale);
+        const auto wv = hn::Set(df, w);
+        const int8_t* row = weights + r * dim;
+        size_t j = 0;
+        for (; j + NF <= dim; j += NF) {
+          const auto q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, row + j)));
+          auto x = hn::Mul(s, q);
+          if constexpr (kLegacy) x = LegacyRequantized(df, x, legacy);
+          AccumulateY(df, DequantizeQ16(Q16(df, x, a), a), weighted, wv, o + j);
+        }
+        for (; j < dim; ++j) {
+          const uint16_t v = kLegacy ? legacy_output(row_scale, row[j], p.max_scale, 127, p.act)
+                                     : optimized_output(row_scale, row[j], p.act);
+          AccumulateScalar(dequantize_activation(v, p.act), weighted, w, o + j);
+        }
+      });
+}
+
+// The 16 values y_k (times the weight) of one 4-bit row, as floats.
+template <bool kLegacy>
+HWY_INLINE void BuildFloatLut(float row_scale, bool weighted, float w,
+                              const ActivationVec<LutTag>& a, const LegacyVec<LutTag>& legacy,
+                              float* HWY_RESTRICT lut) {
+  const LutTag df;
+  const size_t NF = hn::Lanes(df);
+  const auto s = hn::Set(df, row_scale);
+  const auto wv = hn::Set(df, w);
+  for (size_t k = 0; k < 16; k += NF) {
+    auto x = hn::Mul(s, hn::Load(df, kNibbleValues + k));
+    if constexpr (kLegacy) x = LegacyRequantized(df, x, legacy);
+    auto y = DequantizeQ16(Q16(df, x, a), a);
+    if (weighted) y = hn::Mul(wv, y);
+    hn::Store(y, df, lut + k);
+  }
+}
+
+#undef QEMB_BAG_FLOAT_LUT
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define QEMB_BAG_FLOAT_LUT 1
+// 16 float lanes hold the whole per-row table: one permute looks up 16
+// columns. Returns the next column.
+HWY_INLINE size_t AccumulateS4Lut16(const uint8_t* HWY_RESTRICT row, size_t dim,
+                                    const float* HWY_RESTRICT lut, float* HWY_RESTRICT o) {
+  const hn::Full512<float> df;
+  const hn::Full512<uint32_t> du32;
+  const hn::Full512<int32_t> di32;
+  const hn::Full128<uint8_t> d8;
+  const auto table = hn::Load(df, lut);
+  // Each byte appears twice: lane 2k keeps its low nibble (column 2k), lane
+  // 2k + 1 shifts out the low one to keep the high nibble (column 2k + 1).
+  alignas(64) static constexpr uint32_t kShifts[16] = {0, 4, 0, 4, 0, 4, 0, 4,
+                                                       0, 4, 0, 4, 0, 4, 0, 4};
+  const auto shifts = hn::Load(du32, kShifts);
+  const auto nibble = hn::Set(du32, 15);
+  size_t j = 0;
+  for (; j + 32 <= dim; j += 32) {
+    const auto packed = hn::LoadU(d8, row + j / 2);
+    const auto idx_a = hn::And(hn::PromoteTo(du32, hn::InterleaveLower(d8, packed, packed)) >> shifts, nibble);
+    const auto idx_b = hn::And(hn::PromoteTo(du32, hn::InterleaveUpper(d8, packed, packed)) >> shifts, nibble);
+    const auto ya = hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::BitCast(di32, idx_a)));
+    const auto yb = hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::BitCast(di32, idx_b)));
+    hn::StoreU(hn::Add(hn::LoadU(df, o + j), ya), df, o + j);
+    hn::StoreU(hn::Add(hn::LoadU(df, o + j + 16), yb), df, o + j + 16);
+  }
+  return j;
+}
+#else
+#define QEMB_BAG_FLOAT_LUT 0
+#endif
+
+#if QEMB_NIBBLE_SHUFFLES && !QEMB_BAG_FLOAT_LUT
+// Columns [j, ...) in whole vectors of D8 through the uint16 byte-shuffle
+// lookup of the gathers, then dequantized; returns the next column.
+template <class D8>
+HWY_INLINE size_t AccumulateS4Shuffles(D8 d8, const uint8_t* HWY_RESTRICT row, size_t j,
+                                       size_t dim, const NibbleLut& lut,
+                                       const uint32_t* transpose,
+                                       const DequantVec<hn::RepartitionToWide<D8>>& dq,
+                                       bool weighted, float w, float* HWY_RESTRICT o) {
+  using D16 = hn::RepartitionToWide<D8>;
+  using DF = typename DequantVec<D16>::DF;
+  const DF df;
+  const typename DequantVec<D16>::DI di;
+  const hn::Half<D16> dh16;
+  const hn::Repartition<uint32_t, D8> d32;
+  const size_t N = hn::Lanes(d8);
+  const size_t NF = hn::Lanes(df);
+  const bool permute = N > 16;
+  const auto wv = hn::Set(df, w);
+  const auto transpose_idx = hn::SetTableIndices(d32, transpose);
+  const auto tab_lo = hn::LoadDup128(d8, lut.lo);
+  const auto tab_hi = hn::LoadDup128(d8, lut.hi);
+  for (; j + 2 * N <= dim; j += 2 * N) {
+    auto packed = hn::LoadU(d8, row + j / 2);
+    if (permute) {
+      packed = hn::BitCast(d8, hn::TableLookupLanes(hn::BitCast(d32, packed), transpose_idx));
+    }
+    LookupNibbles(d8, packed, tab_lo, tab_hi, [&](size_t part, hn::Vec<D16> v) {
+      float* op = o + j + part * (N / 2);
+      const auto q_lo = hn::Sub(hn::PromoteTo(di, hn::LowerHalf(dh16, v)), dq.zero_point);
+      const auto q_hi = hn::Sub(hn::PromoteTo(di, hn::UpperHalf(dh16, v)), dq.zero_point);
+      AccumulateY(df, hn::Mul(dq.scale, hn::ConvertTo(df, q_lo)), weighted, wv, op);
+      AccumulateY(df, hn::Mul(dq.scale, hn::ConvertTo(df, q_hi)), weighted, wv, op + NF);
+    });
+  }
+  return j;
+}
+#endif
+
+template <typename Id, bool kLegacy>
+HWY_INLINE void RequantBagS4(const RequantGatherParams& p, const Id* ids, const BagParams& bag,
+                             float* out) {
+  const LutTag dlut;
+  const ActivationVec<LutTag> lut_act(dlut, p.act);
+  const LegacyVec<LutTag> lut_legacy(dlut, p.max_scale, 7);
+  const size_t dim = p.dim;
+  const size_t row_bytes = (dim + 1) / 2;
+#if QEMB_NIBBLE_SHUFFLES && !QEMB_BAG_FLOAT_LUT
+  using D8 = hn::ScalableTag<uint8_t>;
+  using D8x16 = hn::Full128<uint8_t>;
+  const D8 d8;
+  const D8x16 d8x16;
+  const size_t N = hn::Lanes(d8);
+  const size_t blocks = N / 16;
+  alignas(64) uint32_t transpose[hn::MaxLanes(hn::Repartition<uint32_t, D8>())];
+  for (size_t b = 0; b < blocks; ++b) {
+    for (size_t part = 0; part < 4; ++part) {
+      transpose[4 * b + part] = static_cast<uint32_t>(part * blocks + b);
+    }
+  }
+  alignas(16) static constexpr uint32_t kIdentity[4] = {0, 1, 2, 3};
+  const DequantVec<hn::RepartitionToWide<D8>> dequant(p.act);
+  const DequantVec<hn::RepartitionToWide<D8x16>> dequant_x16(p.act);
+  NibbleLut nibble_lut;
+#endif
+  alignas(64) float lut[16];
+  PoolBags(
+      dim, ids, bag, out,
+      [&](size_t ahead) {
+        PrefetchRow(p.weights + ahead * row_bytes, row_bytes);
+        hwy::Prefetch(p.row_scales + ahead);
+      },
+      [&](size_t r, bool weighted, float w, float* HWY_RESTRICT o) {
+        const float row_scale = p.row_scales[r];
+        const uint8_t* row = p.weights + r * row_bytes;
+        // The float table: the whole lookup on 16-lane targets, the odd
+        // columns' on the others.
+        BuildFloatLut<kLegacy>(row_scale, weighted, w, lut_act, lut_legacy, lut);
+        size_t j = 0;
+#if QEMB_BAG_FLOAT_LUT
+        j = AccumulateS4Lut16(row, dim, lut, o);
+#elif QEMB_NIBBLE_SHUFFLES
+        if (dim >= 2 * 16) {
+          BuildNibbleLut<kLegacy>(row_scale, lut_act, lut_legacy, nibble_lut);
+          j = AccumulateS4Shuffles(d8, row, j, dim, nibble_lut, transpose, dequant, weighted, w, o);
+          if (N > 16) {
+            j = AccumulateS4Shuffles(d8x16, row, j, dim, nibble_lut, kIdentity, dequant_x16,
+                                     weighted, w, o);
+          }
+        }
+#endif
+        // lut[k] already holds w * y_k: the same product, rounded once.
+        for (; j < dim; ++j) {
+          const uint8_t byte = row[j / 2];
+          o[j] = o[j] + lut[(j & 1) ? (byte >> 4) : (byte & 0x0F)];
+        }
+      });
+}
+
+#define QEMB_DEFINE_BAG_KERNELS(name, call, legacy)                                        \
+  void name##_i32(const RequantGatherParams& p, const int32_t* ids, const BagParams& bag, \
+                  float* out) {                                                           \
+    call<int32_t, legacy>(p, ids, bag, out);                                              \
+  }                                                                                       \
+  void name##_i64(const RequantGatherParams& p, const int64_t* ids, const BagParams& bag, \
+                  float* out) {                                                           \
+    call<int64_t, legacy>(p, ids, bag, out);                                              \
+  }
+QEMB_DEFINE_BAG_KERNELS(bag_u16, BagU16, false)
+QEMB_DEFINE_BAG_KERNELS(requant_bag_s4, RequantBagS4, false)
+QEMB_DEFINE_BAG_KERNELS(requant_bag_s8, RequantBagS8, false)
+QEMB_DEFINE_BAG_KERNELS(legacy_bag_s4, RequantBagS4, true)
+QEMB_DEFINE_BAG_KERNELS(legacy_bag_s8, RequantBagS8, true)
+#undef QEMB_DEFINE_BAG_KERNELS
+
 }  // namespace HWY_NAMESPACE
 }  // namespace qemb
 HWY_AFTER_NAMESPACE();

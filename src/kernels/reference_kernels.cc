@@ -69,6 +69,50 @@ void reference_requant_f32(const RequantGatherParams& p, const int64_t* ids, siz
   }
 }
 
+// The pooled reduction, literally as docs/numeric-contract.md states it; y(r, j)
+// is the deployed lookup's dequantized value.
+template <typename Id, typename RowValue>
+void reference_bag(size_t dim, const Id* ids, const BagParams& bag, float* out, RowValue y) {
+  for (size_t b = 0; b < bag.bags; ++b) {
+    float* o = out + b * bag.out_stride;
+    for (size_t j = 0; j < dim; ++j) {
+      float acc = +0.0f;
+      int64_t count = 0;
+      for (int64_t i = bag.offsets[b]; i < bag.offsets[b + 1]; ++i) {
+        const int64_t id = ids[i];
+        if (id == bag.padding_idx) continue;
+        const float v = y(static_cast<size_t>(id), j);
+        if (bag.weights) {
+          const float product = bag.weights[i] * v;
+          acc = acc + product;
+        } else {
+          acc = acc + v;
+        }
+        ++count;
+      }
+      if (bag.mean) acc = count > 0 ? acc / static_cast<float>(count) : +0.0f;
+      o[j] = acc;
+    }
+  }
+}
+
+template <typename Id>
+void reference_bag_u16(const RequantGatherParams& p, const Id* ids, const BagParams& bag,
+                       float* out) {
+  const uint16_t* table = reinterpret_cast<const uint16_t*>(p.weights);
+  reference_bag(p.dim, ids, bag, out, [&](size_t r, size_t j) {
+    return dequantize_activation(table[r * p.dim + j], p.act);
+  });
+}
+
+template <Pattern kPattern, int kBits, typename Id>
+void reference_requant_bag(const RequantGatherParams& p, const Id* ids, const BagParams& bag,
+                           float* out) {
+  reference_bag(p.dim, ids, bag, out, [&](size_t r, size_t j) {
+    return dequantize_activation(reference_output<kPattern, kBits>(p, r, j), p.act);
+  });
+}
+
 KernelSet make_reference_set() {
   KernelSet set;
   set.isa = "REFERENCE";
@@ -83,6 +127,16 @@ KernelSet make_reference_set() {
   set.legacy_gather_s4_f32 = &reference_requant_f32<Pattern::kLegacy, 4>;
   set.legacy_gather_s8_u16 = &reference_requant_u16<Pattern::kLegacy, 8>;
   set.legacy_gather_s8_f32 = &reference_requant_f32<Pattern::kLegacy, 8>;
+  set.bag_u16_i32 = &reference_bag_u16<int32_t>;
+  set.bag_u16_i64 = &reference_bag_u16<int64_t>;
+  set.requant_bag_s4_i32 = &reference_requant_bag<Pattern::kOptimized, 4, int32_t>;
+  set.requant_bag_s4_i64 = &reference_requant_bag<Pattern::kOptimized, 4, int64_t>;
+  set.requant_bag_s8_i32 = &reference_requant_bag<Pattern::kOptimized, 8, int32_t>;
+  set.requant_bag_s8_i64 = &reference_requant_bag<Pattern::kOptimized, 8, int64_t>;
+  set.legacy_bag_s4_i32 = &reference_requant_bag<Pattern::kLegacy, 4, int32_t>;
+  set.legacy_bag_s4_i64 = &reference_requant_bag<Pattern::kLegacy, 4, int64_t>;
+  set.legacy_bag_s8_i32 = &reference_requant_bag<Pattern::kLegacy, 8, int32_t>;
+  set.legacy_bag_s8_i64 = &reference_requant_bag<Pattern::kLegacy, 8, int64_t>;
   return set;
 }
 

@@ -88,10 +88,12 @@ TEST(KernelSetTest, NamesSayOpDtypeAndIsa) {
   EXPECT_EQ(kernel_name(set, GatherKernel::requant_gather_s8_f32), "requant_gather_s8_f32[AVX2]");
   EXPECT_EQ(kernel_name(set, GatherKernel::legacy_gather_s4_f32), "legacy_gather_s4_f32[AVX2]");
   EXPECT_EQ(kernel_name(set, GatherKernel::legacy_gather_s8_u16), "legacy_gather_s8_u16[AVX2]");
-  EXPECT_EQ(kNumGatherKernels, 10);
+  EXPECT_EQ(kernel_name(set, GatherKernel::requant_bag_s4_i32), "requant_bag_s4_i32[AVX2]");
+  EXPECT_EQ(kernel_name(set, GatherKernel::bag_u16_i64), "bag_u16_i64[AVX2]");
+  EXPECT_EQ(kNumGatherKernels, 20);
   std::set<std::string> stems;
   for (int k = 0; k < kNumGatherKernels; ++k) stems.insert(kernel_stem(static_cast<GatherKernel>(k)));
-  EXPECT_EQ(stems.size(), 10u);
+  EXPECT_EQ(stems.size(), 20u);
 }
 
 }  // namespace

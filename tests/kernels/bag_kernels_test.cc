@@ -1,0 +1,188 @@
+// Every pooled (EmbeddingBag) kernel of every instruction set this machine
+// supports, against the scalar reference, at the gather tests' dims.
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/bag_tester.h"
+#include "qemb/kernels.h"
+
+namespace qemb {
+namespace {
+
+using testing::BagTester;
+using testing::GatherFamily;
+using testing::float_bits;
+
+std::vector<std::string> supported_isas() {
+  std::vector<std::string> isas;
+  for (const KernelSet& set : all_supported_kernel_sets()) isas.push_back(set.isa);
+  return isas;
+}
+
+class BagKernelsTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  const KernelSet& set() const {
+    const KernelSet* s = find_kernel_set(GetParam());
+    EXPECT_NE(s, nullptr) << GetParam();
+    return *s;
+  }
+};
+
+// The gather tests' dims: around 16/32/64-byte vectors, 128-bit blocks and
+// the 4-bit nibble pairs.
+const size_t kDims[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65,
+                        95, 127, 128, 129, 191, 255, 256, 257, 4096};
+
+// Empty bags, bags of 1, and bags longer than the prefetch distance, in one batch.
+const std::vector<int64_t> kLengths = {0, 1, 3, 0, 19, 1, 2};
+
+void run_all_dims(const KernelSet& set, GatherFamily family, int bits) {
+  for (size_t dim : kDims) {
+    for (size_t rows : {1, 3, 37}) {
+      SCOPED_TRACE(std::string(set.isa) + " dim=" + std::to_string(dim));
+      const uint64_t seed = dim + rows;
+      BagTester().rows(rows).dim(dim).lengths(kLengths).scheme(bits).seed(seed).Test(set, family);
+      BagTester().rows(rows).dim(dim).lengths(kLengths).scheme(bits).seed(seed).weighted(true).Test(set, family);
+      BagTester().rows(rows).dim(dim).lengths(kLengths).scheme(bits).seed(seed).mean(true)
+          .padding_idx(static_cast<int64_t>(rows / 2)).Test(set, family);
+      BagTester().rows(rows).dim(dim).lengths(kLengths).scheme(bits).seed(seed).weighted(true)
+          .padding_idx(0).Test(set, family);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+TEST_P(BagKernelsTest, Materialized) { run_all_dims(set(), GatherFamily::kMaterialized, 4); }
+TEST_P(BagKernelsTest, OptimizedS4) { run_all_dims(set(), GatherFamily::kOptimized, 4); }
+TEST_P(BagKernelsTest, OptimizedS8) { run_all_dims(set(), GatherFamily::kOptimized, 8); }
+TEST_P(BagKernelsTest, LegacyS4) { run_all_dims(set(), GatherFamily::kLegacy, 4); }
+TEST_P(BagKernelsTest, LegacyS8) { run_all_dims(set(), GatherFamily::kLegacy, 8); }
+
+TEST_P(BagKernelsTest, BagsOf1000) {
+  for (size_t dim : {17, 64, 128, 129}) {
+    for (int bits : {4, 8}) {
+      for (GatherFamily f : {GatherFamily::kMaterialized, GatherFamily::kOptimized, GatherFamily::kLegacy}) {
+        BagTester().rows(101).dim(dim).lengths({1000, 0, 1000}).scheme(bits).seed(dim).Test(set(), f);
+        BagTester().rows(101).dim(dim).lengths({1000, 1}).scheme(bits).seed(dim).weighted(true).Test(set(), f);
+        BagTester().rows(101).dim(dim).lengths({1000}).scheme(bits).seed(dim).mean(true).padding_idx(5).Test(set(), f);
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
+// One row repeated: a bag of one id many times, so every step adds the same
+// value to a growing sum (rounding differs at every step).
+TEST_P(BagKernelsTest, RepeatedIds) {
+  for (int bits : {4, 8}) {
+    for (GatherFamily f : {GatherFamily::kMaterialized, GatherFamily::kOptimized, GatherFamily::kLegacy}) {
+      BagTester().rows(9).dim(33).lengths({300, 2}).ids(std::vector<int64_t>(302, 4)).scheme(bits).Test(set(), f);
+      BagTester().rows(9).dim(33).lengths({300, 2}).ids(std::vector<int64_t>(302, 4)).scheme(bits)
+          .mean(true).Test(set(), f);
+      if (HasFailure()) return;
+    }
+  }
+}
+
+// Only padding ids: the bag counts nothing, so sum and mean are +0.
+TEST_P(BagKernelsTest, OnlyPaddingGivesZeros) {
+  for (bool mean : {false, true}) {
+    BagTester().rows(9).dim(65).lengths({4, 0}).ids({3, 3, 3, 3}).padding_idx(3).mean(mean)
+        .Test(set(), GatherFamily::kOptimized);
+  }
+  const KernelSet& s = set();
+  const std::vector<uint16_t> table(4 * 9, 1234);
+  RequantGatherParams p;
+  p.weights = reinterpret_cast<const uint8_t*>(table.data());
+  p.dim = 9;
+  p.act = ActivationEncoding{0.5f, 0};
+  const int64_t offsets[3] = {0, 2, 2};
+  const int64_t ids[2] = {1, 1};
+  BagParams bag;
+  bag.offsets = offsets;
+  bag.bags = 2;
+  bag.padding_idx = 1;
+  bag.mean = true;
+  bag.out_stride = 9;
+  std::vector<float> out(18, 7.0f);
+  s.bag_u16_i64(p, ids, bag, out.data());
+  for (float v : out) {
+    EXPECT_EQ(float_bits(v), 0u);  // +0.0f, not -0 and not NaN
+  }
+}
+
+// No multiply-add contraction: acc + (w * y) must round the product first.
+// The values are chosen where a fused multiply-add gives other bits.
+TEST_P(BagKernelsTest, WeightedSumIsNotFused) {
+  const ActivationEncoding act{0.1f, 0};
+  const int q0 = 3, q1 = 7;
+  const float y0 = dequantize_activation(q0, act), y1 = dequantize_activation(q1, act);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> unit(-3.0f, 3.0f);
+  float w = 0;
+  volatile float product = 0;
+  float expected = 0;
+  bool found = false;
+  for (int tries = 0; tries < 1000 && !found; ++tries) {
+    w = unit(rng);
+    product = w * y1;
+    expected = y0 + product;
+    found = std::fma(w, y1, y0) != expected;
+  }
+  ASSERT_TRUE(found) << "no weight found where fma differs; the test could not fail";
+
+  const size_t dim = 37;  // vector lanes and a scalar tail
+  std::vector<uint16_t> table(2 * dim);
+  for (size_t j = 0; j < dim; ++j) {
+    table[j] = q0;
+    table[dim + j] = q1;
+  }
+  RequantGatherParams p;
+  p.weights = reinterpret_cast<const uint8_t*>(table.data());
+  p.dim = dim;
+  p.act = act;
+  const int64_t offsets[2] = {0, 2};
+  const int64_t ids[2] = {0, 1};
+  const float weights[2] = {1.0f, w};
+  BagParams bag;
+  bag.offsets = offsets;
+  bag.bags = 1;
+  bag.weights = weights;
+  bag.out_stride = dim;
+  for (const KernelSet* s : {&set(), &scalar_reference_kernels()}) {
+    std::vector<float> out(dim);
+    s->bag_u16_i64(p, ids, bag, out.data());
+    for (size_t j = 0; j < dim; ++j) {
+      ASSERT_EQ(float_bits(out[j]), float_bits(expected)) << s->isa << " column " << j;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIsas, BagKernelsTest, ::testing::ValuesIn(supported_isas()),
+                         [](const auto& info) { return info.param; });
+
+// The tester must be able to fail: a kernel that loses the last id of a bag.
+void drops_last_id(const RequantGatherParams& p, const int64_t* ids, const BagParams& bag, float* out) {
+  std::vector<int64_t> offsets(bag.offsets, bag.offsets + bag.bags + 1);
+  if (bag.bags > 0 && offsets[1] > offsets[0]) offsets[1] -= 1;
+  BagParams b = bag;
+  b.offsets = offsets.data();
+  scalar_reference_kernels().requant_bag_s8_i64(p, ids, b, out);
+}
+
+TEST(BagTesterTest, CatchesAWrongKernel) {
+  KernelSet broken = scalar_reference_kernels();
+  broken.isa = "BROKEN";
+  broken.requant_bag_s8_i64 = &drops_last_id;
+  EXPECT_NONFATAL_FAILURE(
+      BagTester().rows(5).dim(9).lengths({3}).scheme(8).Test(broken, GatherFamily::kOptimized),
+      "requant_bag_s8_i64[BROKEN] rows=5 dim=9 bags=1 bits=8 sum padding_idx=-1 seed=1: output [0]");
+}
+
+}  // namespace
+}  // namespace qemb

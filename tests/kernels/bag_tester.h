@@ -1,0 +1,189 @@
+// A fluent tester for the pooled (EmbeddingBag) kernels:
+//
+//   BagTester().rows(37).dim(17).lengths({0, 1, 1000}).scheme(4).weighted(true)
+//       .Test(kernel_set, GatherFamily::kOptimized);
+//
+// builds a random table (the gather tester's, so scales and encodings stress
+// rounding and clamping), random ids with repeats and padding ids, optional
+// per-sample weights that include 0, -0 and negative values, runs the kernel
+// set's bag kernel for int32 and int64 ids and the scalar reference, and
+// asserts bit-identical outputs. Bag rows are written with a stride wider
+// than dim, and the gaps and the tail must stay untouched.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/gather_tester.h"
+#include "qemb/kernels.h"
+
+namespace qemb::testing {
+
+class BagTester {
+ public:
+  BagTester& rows(size_t v) { rows_ = v; return *this; }
+  BagTester& dim(size_t d) { dim_ = d; return *this; }
+  BagTester& lengths(std::vector<int64_t> l) { lengths_ = std::move(l); return *this; }
+  BagTester& scheme(int weight_bits) { bits_ = weight_bits; return *this; }
+  BagTester& weighted(bool w) { weighted_ = w; return *this; }
+  BagTester& mean(bool m) { mean_ = m; return *this; }
+  // Ids equal to it are skipped; the tester plants some.
+  BagTester& padding_idx(int64_t p) { padding_idx_ = p; return *this; }
+  BagTester& seed(uint64_t s) { seed_ = s; return *this; }
+  // Explicit ids (and weights) instead of random ones.
+  BagTester& ids(std::vector<int64_t> v) { ids_ = std::move(v); return *this; }
+  BagTester& weights(std::vector<float> w) { weights_ = std::move(w); weighted_ = true; return *this; }
+
+  void Test(const KernelSet& set, GatherFamily family) const {
+    ASSERT_GT(rows_, 0u);
+    std::mt19937_64 rng(seed_ * 0x9E3779B97F4A7C15ull + rows_ * 131 + dim_ * 7 + lengths_.size());
+    std::vector<int64_t> offsets{0};
+    for (int64_t l : lengths_) offsets.push_back(offsets.back() + l);
+    const size_t n = static_cast<size_t>(offsets.back());
+    std::vector<int64_t> ids = ids_;
+    if (ids.empty()) {
+      ids = random_ids(rows_, n, rng);
+      if (padding_idx_ >= 0) {
+        for (size_t i = 2; i < n; i += 5) ids[i] = padding_idx_;
+      }
+    }
+    ASSERT_EQ(ids.size(), n);
+    std::vector<float> weights = weights_;
+    if (weighted_ && weights.empty()) {
+      std::uniform_real_distribution<float> unit(-2.0f, 2.0f);
+      weights.resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        switch (i % 7) {
+          case 3: weights[i] = 0.0f; break;
+          case 5: weights[i] = -0.0f; break;
+          case 6: weights[i] = -1.0f; break;
+          default: weights[i] = unit(rng); break;
+        }
+      }
+    }
+    std::vector<int32_t> ids32(ids.begin(), ids.end());
+
+    RandomPcqTable t = make_random_pcq_table(rows_, dim_, bits_, seed_ + 1000003 * dim_);
+    std::vector<uint16_t> u16_table;
+    RequantGatherParams p = t.params();
+    if (family == GatherFamily::kMaterialized) {
+      u16_table.resize(rows_ * dim_);
+      for (auto& v : u16_table) v = static_cast<uint16_t>(rng());
+      for (size_t j = 0; j < std::min<size_t>(dim_, 4); ++j) {  // the range ends
+        u16_table[j] = 0;
+        u16_table[(rows_ - 1) * dim_ + j] = 65535;
+      }
+      p.weights = reinterpret_cast<const uint8_t*>(u16_table.data());
+    }
+
+    BagParams bag;
+    bag.offsets = offsets.data();
+    bag.bags = lengths_.size();
+    bag.weights = weighted_ ? weights.data() : nullptr;
+    bag.padding_idx = padding_idx_;
+    bag.mean = mean_;
+    bag.out_stride = dim_ + kGap;
+    const size_t out_size = bag.bags * bag.out_stride + kGap;
+
+    const KernelSet& ref = scalar_reference_kernels();
+    std::vector<float> want(out_size);
+    FillPoison(want);
+    i64_fn(ref, family)(p, ids.data(), bag, want.data());
+    for (bool i32 : {false, true}) {
+      std::vector<float> got(out_size);
+      FillPoison(got);
+      const GatherKernel k = kernel(family, i32);
+      if (i32) {
+        i32_fn(set, family)(p, ids32.data(), bag, got.data());
+      } else {
+        i64_fn(set, family)(p, ids.data(), bag, got.data());
+      }
+      if (!Check(kernel_name(set, k), want, got, bag.out_stride)) return;
+    }
+  }
+
+  GatherKernel kernel(GatherFamily f, bool i32) const {
+    switch (f) {
+      case GatherFamily::kMaterialized: return i32 ? GatherKernel::bag_u16_i32 : GatherKernel::bag_u16_i64;
+      case GatherFamily::kOptimized:
+        if (bits_ == 4) return i32 ? GatherKernel::requant_bag_s4_i32 : GatherKernel::requant_bag_s4_i64;
+        return i32 ? GatherKernel::requant_bag_s8_i32 : GatherKernel::requant_bag_s8_i64;
+      case GatherFamily::kLegacy:
+        if (bits_ == 4) return i32 ? GatherKernel::legacy_bag_s4_i32 : GatherKernel::legacy_bag_s4_i64;
+        return i32 ? GatherKernel::legacy_bag_s8_i32 : GatherKernel::legacy_bag_s8_i64;
+    }
+    return GatherKernel::bag_u16_i64;
+  }
+
+ private:
+  static constexpr size_t kGap = 5;  // floats between bag rows and after the last
+  static constexpr uint32_t kPoison = 0x7FC0BEEFu;
+
+  BagI64Fn i64_fn(const KernelSet& s, GatherFamily f) const {
+    switch (kernel(f, false)) {
+      case GatherKernel::bag_u16_i64: return s.bag_u16_i64;
+      case GatherKernel::requant_bag_s4_i64: return s.requant_bag_s4_i64;
+      case GatherKernel::requant_bag_s8_i64: return s.requant_bag_s8_i64;
+      case GatherKernel::legacy_bag_s4_i64: return s.legacy_bag_s4_i64;
+      default: return s.legacy_bag_s8_i64;
+    }
+  }
+  BagI32Fn i32_fn(const KernelSet& s, GatherFamily f) const {
+    switch (kernel(f, true)) {
+      case GatherKernel::bag_u16_i32: return s.bag_u16_i32;
+      case GatherKernel::requant_bag_s4_i32: return s.requant_bag_s4_i32;
+      case GatherKernel::requant_bag_s8_i32: return s.requant_bag_s8_i32;
+      case GatherKernel::legacy_bag_s4_i32: return s.legacy_bag_s4_i32;
+      default: return s.legacy_bag_s8_i32;
+    }
+  }
+
+  static void FillPoison(std::vector<float>& v) {
+    for (float& f : v) std::memcpy(&f, &kPoison, sizeof(f));
+  }
+
+  std::string Where() const {
+    std::ostringstream os;
+    os << "rows=" << rows_ << " dim=" << dim_ << " bags=" << lengths_.size() << " bits=" << bits_
+       << (weighted_ ? " weighted" : "") << (mean_ ? " mean" : " sum")
+       << " padding_idx=" << padding_idx_ << " seed=" << seed_;
+    return os.str();
+  }
+
+  bool Check(const std::string& kernel, const std::vector<float>& want,
+             const std::vector<float>& got, size_t stride) const {
+    for (size_t k = 0; k < want.size(); ++k) {
+      if (float_bits(want[k]) != float_bits(got[k])) {
+        const bool gap = k % stride >= dim_ || k >= lengths_.size() * stride;
+        ADD_FAILURE() << kernel << " " << Where() << ": "
+                      << (gap ? "wrote outside the bag rows at float "
+                              : "output [" + std::to_string(k / stride) + "][" +
+                                    std::to_string(k % stride) + "]")
+                      << (gap ? std::to_string(k) : "") << " is " << got[k] << " (bits 0x"
+                      << std::hex << float_bits(got[k]) << "), the reference gives " << std::dec
+                      << want[k] << " (bits 0x" << std::hex << float_bits(want[k]) << ")";
+        return false;
+      }
+    }
+    return true;
+  }
+
+  size_t rows_ = 1;
+  size_t dim_ = 1;
+  std::vector<int64_t> lengths_{1};
+  int bits_ = 4;
+  bool weighted_ = false;
+  bool mean_ = false;
+  int64_t padding_idx_ = -1;
+  uint64_t seed_ = 1;
+  std::vector<int64_t> ids_;
+  std::vector<float> weights_;
+};
+
+}  // namespace qemb::testing
