@@ -54,6 +54,7 @@ class EmbeddingRuntime {
   struct Impl;
 
  private:
+  friend const Impl& runtime_impl(const EmbeddingRuntime& runtime);
   explicit EmbeddingRuntime(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

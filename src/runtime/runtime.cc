@@ -1,41 +1,14 @@
 #include "qemb/runtime.h"
 
-#include <pthreadpool.h>
-
 #include <algorithm>
 #include <thread>
 #include <vector>
 
 #include "qemb/kernels.h"
 #include "runtime/interpreter.h"
+#include "runtime/runtime_impl.h"
 
 namespace qemb {
-
-// How an artifact's runtime graph is executed, decided once at load.
-struct ExecutionPlan {
-  enum class Kind { kMaterialized, kRequant, kInterpreted };
-  Kind kind = Kind::kInterpreted;
-  const uint16_t* table = nullptr;  // kMaterialized
-  RequantGatherParams requant;      // kRequant
-  GatherKernel u16_kernel = GatherKernel::gather_u16;
-  GatherKernel f32_kernel = GatherKernel::gather_u16_f32;
-  ActivationEncoding act;
-};
-
-struct EmbeddingRuntime::Impl {
-  LoadedArtifact artifact;
-  GraphSignature sig;
-  ExecutionPlan plan;
-  const KernelSet* kernels = nullptr;
-  std::string kernel_name;
-  std::string isa;
-  int threads = 1;
-  pthreadpool_t pool = nullptr;
-
-  ~Impl() {
-    if (pool) pthreadpool_destroy(pool);
-  }
-};
 
 namespace {
 
@@ -264,6 +237,8 @@ Result<std::unique_ptr<EmbeddingRuntime>> EmbeddingRuntime::from_artifact(
   }
   return std::unique_ptr<EmbeddingRuntime>(new EmbeddingRuntime(std::move(impl)));
 }
+
+const EmbeddingRuntime::Impl& runtime_impl(const EmbeddingRuntime& runtime) { return *runtime.impl_; }
 
 int64_t EmbeddingRuntime::vocab_size() const { return impl_->sig.vocab; }
 int64_t EmbeddingRuntime::dim() const { return impl_->sig.dim; }

@@ -1,0 +1,92 @@
+// Pooled lookups (EmbeddingBag): each sample gathers a bag of ids from a table
+// and reduces their dequantized rows to one float32 row, by sum or mean, with
+// optional per-sample weights, like PyTorch's nn.EmbeddingBag. Several tables
+// go in one call (table-batched, FBGEMM's TBE layout): one [B, sum D_t] output
+// with table t's columns at its offset. Semantics and exact arithmetic:
+// docs/numeric-contract.md, "Pooled lookups".
+//
+// Runtime layer: reads the tables through their EmbeddingRuntime, never the
+// compiler side.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "qemb/runtime.h"
+#include "qemb/status.h"
+
+namespace qemb {
+
+enum class PoolMode { kSum, kMean };
+const char* to_string(PoolMode mode);  // "sum" | "mean"
+Result<PoolMode> parse_pool_mode(std::string_view s);
+
+// How a table's ids are split into bags.
+enum class BagBoundaries {
+  kOffsetsWithLast,  // B + 1 offsets, the last equal to the number of ids
+                     // (PyTorch's include_last_offset=True, FBGEMM's TBE)
+  kOffsets,          // B offsets, bag B-1 running to the end (PyTorch's default)
+  kLengths,          // B bag lengths
+};
+
+// A read-only array of int32 or int64 values (ids, offsets, lengths), used in
+// place.
+class IntSpan {
+ public:
+  IntSpan() = default;
+  IntSpan(std::span<const int32_t> v) : data_(v.data()), size_(v.size()), is64_(false) {}  // NOLINT
+  IntSpan(std::span<const int64_t> v) : data_(v.data()), size_(v.size()), is64_(true) {}   // NOLINT
+  size_t size() const { return size_; }
+  bool is_int64() const { return is64_; }
+  const int32_t* data32() const { return static_cast<const int32_t*>(data_); }
+  const int64_t* data64() const { return static_cast<const int64_t*>(data_); }
+  int64_t operator[](size_t i) const { return is64_ ? data64()[i] : data32()[i]; }
+
+ private:
+  const void* data_ = nullptr;
+  size_t size_ = 0;
+  bool is64_ = true;
+};
+
+// One table's share of a pooled call.
+struct TableBags {
+  // The table: one runtime per table. (A runtime over a multi-table artifact
+  // will be selected here the same way, by the runtime that serves the table.)
+  const EmbeddingRuntime* table = nullptr;
+  std::string name;  // for error messages; empty: "table <index in the call>"
+  IntSpan indices;
+  IntSpan boundaries;  // offsets or lengths, as `kind` says
+  BagBoundaries kind = BagBoundaries::kOffsetsWithLast;
+  // One float32 weight per id, in the ids' order (sum only, as in PyTorch).
+  std::optional<std::span<const float>> per_sample_weights;
+  PoolMode mode = PoolMode::kSum;
+  // Ids equal to it add nothing and do not count; negative counts from the end.
+  std::optional<int64_t> padding_idx;
+};
+
+// The output element type. Half types round the float32 result once, to
+// nearest even.
+enum class BagOutputType { kFloat32, kFloat16, kBFloat16 };
+const char* to_string(BagOutputType type);  // "float32" | "float16" | "bfloat16"
+
+// The number of bags B that `bags` describes (not yet validated against its ids).
+Result<size_t> bag_count(const TableBags& bags);
+
+// Pools every table into out[B][sum_t D_t] (row-major), table t's D_t columns
+// starting at sum_{u<t} D_u. Every table must describe the same B. Everything
+// is checked first (boundaries, weights, padding id, every id); on an error
+// nothing is written and the message names the table (and for an id, its bag,
+// position and value). Runs on the threads of tables[0]'s runtime.
+Status embedding_bags(std::span<const TableBags> tables, float* out);
+// The same, writing float16 or bfloat16 bits.
+Status embedding_bags(std::span<const TableBags> tables, BagOutputType type, uint16_t* out);
+
+// One table: out[B][D].
+inline Status embedding_bag(const TableBags& bags, float* out) {
+  return embedding_bags(std::span<const TableBags>(&bags, 1), out);
+}
+
+}  // namespace qemb

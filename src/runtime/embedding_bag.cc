@@ -1,0 +1,359 @@
+#include "qemb/embedding_bag.h"
+
+#include <pthreadpool.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "qemb/half.h"
+#include "runtime/runtime_impl.h"
+
+namespace qemb {
+
+const char* to_string(PoolMode mode) { return mode == PoolMode::kMean ? "mean" : "sum"; }
+
+Result<PoolMode> parse_pool_mode(std::string_view s) {
+  if (s == "sum") return PoolMode::kSum;
+  if (s == "mean") return PoolMode::kMean;
+  return make_error(ErrorCode::kInvalidArgument,
+                    "unknown pool mode '" + std::string(s) + "': expected sum or mean");
+}
+
+const char* to_string(BagOutputType type) {
+  switch (type) {
+    case BagOutputType::kFloat32: return "float32";
+    case BagOutputType::kFloat16: return "float16";
+    case BagOutputType::kBFloat16: return "bfloat16";
+  }
+  return "?";
+}
+
+Result<size_t> bag_count(const TableBags& bags) {
+  if (bags.kind != BagBoundaries::kOffsetsWithLast) return bags.boundaries.size();
+  if (bags.boundaries.size() == 0)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "offsets that include the last one need B + 1 values, starting with 0; got none");
+  return bags.boundaries.size() - 1;
+}
+
+namespace {
+
+// A table whose input has been checked, with its bags as B + 1 int64 offsets.
+struct PreparedTable {
+  const TableBags* bags = nullptr;
+  const EmbeddingRuntime::Impl* impl = nullptr;
+  size_t dim = 0;
+  size_t column = 0;  // its first output column
+  std::vector<int64_t> offsets_storage;
+  const int64_t* offsets = nullptr;  // B + 1, absolute positions into the ids
+  int64_t padding = -1;
+};
+
+std::string label(const TableBags& t, size_t index) {
+  std::string s = "table " + std::to_string(index);
+  if (!t.name.empty()) s += " ('" + t.name + "')";
+  return s;
+}
+
+std::string at(const char* array, size_t i, int64_t v) {
+  return std::string(array) + "[" + std::to_string(i) + "] = " + std::to_string(v);
+}
+
+// Checks offsets or lengths and leaves B + 1 int64 offsets in `p`.
+Status prepare_offsets(const TableBags& t, size_t bags, PreparedTable& p, std::string& why) {
+  const IntSpan& bounds = t.boundaries;
+  const int64_t n = static_cast<int64_t>(t.indices.size());
+  if (t.kind == BagBoundaries::kLengths) {
+    p.offsets_storage.resize(bags + 1);
+    int64_t end = 0;
+    p.offsets_storage[0] = 0;
+    for (size_t b = 0; b < bags; ++b) {
+      const int64_t len = bounds[b];
+      if (len < 0) {
+        why = at("lengths", b, len) + " is negative";
+        return make_error(ErrorCode::kInvalidArgument, why);
+      }
+      if (len > n - end) {
+        why = at("lengths", b, len) + " runs past the end of the " + std::to_string(n) +
+              " indices (bag " + std::to_string(b) + " starts at " + std::to_string(end) + ")";
+        return make_error(ErrorCode::kInvalidArgument, why);
+      }
+      end += len;
+      p.offsets_storage[b + 1] = end;
+    }
+    if (end != n) {
+      why = "the lengths add up to " + std::to_string(end) + " but there are " + std::to_string(n) +
+            " indices";
+      return make_error(ErrorCode::kInvalidArgument, why);
+    }
+    p.offsets = p.offsets_storage.data();
+    return Status::Ok();
+  }
+  int64_t prev = 0;
+  for (size_t b = 0; b < bounds.size(); ++b) {
+    const int64_t v = bounds[b];
+    if (b == 0 && v != 0) {
+      why = at("offsets", 0, v) + "; the first offset must be 0";
+      return make_error(ErrorCode::kInvalidArgument, why);
+    }
+    if (v < prev) {
+      why = at("offsets", b, v) + " is less than " + at("offsets", b - 1, prev) +
+            "; offsets must not decrease";
+      return make_error(ErrorCode::kInvalidArgument, why);
+    }
+    if (v > n) {
+      why = at("offsets", b, v) + " is past the end of the " + std::to_string(n) + " indices";
+      return make_error(ErrorCode::kInvalidArgument, why);
+    }
+    prev = v;
+  }
+  if (t.kind == BagBoundaries::kOffsetsWithLast) {
+    if (prev != n) {
+      why = "the last offset, " + at("offsets", bags, prev) + ", must equal the number of indices (" +
+            std::to_string(n) + ")";
+      return make_error(ErrorCode::kInvalidArgument, why);
+    }
+    if (bounds.is_int64()) {
+      p.offsets = bounds.data64();  // used in place
+      return Status::Ok();
+    }
+  } else if (bags == 0 && n > 0) {
+    why = "no offsets (0 bags) for " + std::to_string(n) + " indices";
+    return make_error(ErrorCode::kInvalidArgument, why);
+  }
+  p.offsets_storage.resize(bags + 1);
+  for (size_t b = 0; b < bags; ++b) p.offsets_storage[b] = bounds[b];
+  p.offsets_storage[bags] = n;
+  p.offsets = p.offsets_storage.data();
+  return Status::Ok();
+}
+
+template <typename Id>
+Status check_bag_ids(const Id* ids, const PreparedTable& p, size_t bags, int64_t vocab,
+                     const std::string& table) {
+  for (size_t b = 0; b < bags; ++b) {
+    for (int64_t i = p.offsets[b]; i < p.offsets[b + 1]; ++i) {
+      const int64_t id = ids[i];
+      if (id < 0 || id >= vocab) {
+        return make_error(ErrorCode::kOutOfRange,
+                          table + ": id " + std::to_string(id) + " at position " + std::to_string(i) +
+                              " (bag " + std::to_string(b) + ")" +
+                              (id < 0 ? " is negative" : " is past the last row") +
+                              "; ids must be in [0, " + std::to_string(vocab) + ")");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status prepare(const TableBags& t, size_t index, PreparedTable& p, size_t& bags) {
+  const std::string name = label(t, index);
+  if (t.table == nullptr) return make_error(ErrorCode::kInvalidArgument, name + " has no runtime");
+  p.bags = &t;
+  p.impl = &runtime_impl(*t.table);
+  p.dim = static_cast<size_t>(p.impl->sig.dim);
+  auto count = bag_count(t);
+  if (!count.ok()) return make_error(count.error().code, name + ": " + count.error().message);
+  bags = *count;
+  std::string why;
+  if (!prepare_offsets(t, bags, p, why).ok()) return make_error(ErrorCode::kInvalidArgument, name + ": " + why);
+  const size_t n = t.indices.size();
+  if (t.per_sample_weights) {
+    if (t.mode != PoolMode::kSum)
+      return make_error(ErrorCode::kInvalidArgument,
+                        name + ": per-sample weights need pool mode sum (as in PyTorch, mean takes none)");
+    if (t.per_sample_weights->size() != n)
+      return make_error(ErrorCode::kInvalidArgument,
+                        name + ": " + std::to_string(t.per_sample_weights->size()) +
+                            " per-sample weights for " + std::to_string(n) +
+                            " indices; give one weight per index");
+  }
+  const int64_t vocab = p.impl->sig.vocab;
+  if (t.padding_idx) {
+    const int64_t pad = *t.padding_idx;
+    if (pad < -vocab || pad >= vocab)
+      return make_error(ErrorCode::kInvalidArgument,
+                        name + ": padding_idx " + std::to_string(pad) + " is outside [" +
+                            std::to_string(-vocab) + ", " + std::to_string(vocab) + ")");
+    p.padding = pad < 0 ? pad + vocab : pad;
+  }
+  return t.indices.is_int64() ? check_bag_ids(t.indices.data64(), p, bags, vocab, name)
+                              : check_bag_ids(t.indices.data32(), p, bags, vocab, name);
+}
+
+// The pooled kernel matching a runtime's plan.
+struct BagKernel {
+  BagI64Fn i64 = nullptr;
+  BagI32Fn i32 = nullptr;
+};
+
+BagKernel bag_kernel(const EmbeddingRuntime::Impl& impl) {
+  const KernelSet& k = *impl.kernels;
+  if (impl.plan.kind == ExecutionPlan::Kind::kMaterialized) return {k.bag_u16_i64, k.bag_u16_i32};
+  switch (impl.plan.u16_kernel) {
+    case GatherKernel::requant_gather_s4_u16: return {k.requant_bag_s4_i64, k.requant_bag_s4_i32};
+    case GatherKernel::requant_gather_s8_u16: return {k.requant_bag_s8_i64, k.requant_bag_s8_i32};
+    case GatherKernel::legacy_gather_s4_u16: return {k.legacy_bag_s4_i64, k.legacy_bag_s4_i32};
+    default: return {k.legacy_bag_s8_i64, k.legacy_bag_s8_i32};
+  }
+}
+
+// A graph only the reference interpreter runs: look the chunk's ids up into
+// uint16 rows, then pool those rows with the scalar reference.
+Status pool_interpreted(const PreparedTable& p, const BagParams& bag, float* out) {
+  const TableBags& t = *p.bags;
+  const int64_t lo = bag.offsets[0], hi = bag.offsets[bag.bags];
+  const size_t m = static_cast<size_t>(hi - lo);
+  std::vector<int64_t> ids(m), positions(m);
+  for (size_t i = 0; i < m; ++i) {
+    ids[i] = t.indices[static_cast<size_t>(lo) + i];
+    // Padding ids point at an extra row the kernel skips by its index.
+    positions[i] = ids[i] == p.padding ? static_cast<int64_t>(m) : static_cast<int64_t>(i);
+  }
+  std::vector<uint16_t> rows((m + 1) * p.dim, 0);
+  if (m > 0) {
+    QEMB_RETURN_IF_ERROR(interpret_graph(p.impl->artifact.graph, p.impl->sig, ids,
+                                         reinterpret_cast<uint8_t*>(rows.data())));
+  }
+  std::vector<int64_t> offsets(bag.bags + 1);
+  for (size_t b = 0; b <= bag.bags; ++b) offsets[b] = bag.offsets[b] - lo;
+  BagParams local = bag;
+  local.offsets = offsets.data();
+  local.padding_idx = static_cast<int64_t>(m);
+  if (bag.weights) local.weights = bag.weights + lo;
+  RequantGatherParams table;
+  table.weights = reinterpret_cast<const uint8_t*>(rows.data());
+  table.dim = p.dim;
+  table.act = p.impl->plan.act;
+  scalar_reference_kernels().bag_u16_i64(table, positions.data(), local, out);
+  return Status::Ok();
+}
+
+// Bags per task: enough work to amortize a task, few enough to balance threads.
+constexpr size_t kBagsPerTask = 64;
+constexpr size_t kMinValuesForThreads = 1 << 16;
+
+struct Task {
+  const PreparedTable* table;
+  size_t first_bag, bags;
+};
+
+struct Call {
+  const std::vector<Task>* tasks;
+  size_t total_dim;
+  float* out32;
+  uint16_t* out16;
+  BagOutputType type;
+  std::vector<Status>* status;
+
+  Status run(const Task& task) const {
+    const PreparedTable& p = *task.table;
+    const TableBags& t = *p.bags;
+    BagParams bag;
+    bag.offsets = p.offsets + task.first_bag;
+    bag.bags = task.bags;
+    bag.weights = t.per_sample_weights ? t.per_sample_weights->data() : nullptr;
+    bag.padding_idx = p.padding;
+    bag.mean = t.mode == PoolMode::kMean;
+    std::vector<float> scratch;
+    float* out = nullptr;
+    if (out32) {
+      out = out32 + task.first_bag * total_dim + p.column;
+      bag.out_stride = total_dim;
+    } else {
+      scratch.resize(task.bags * p.dim);
+      out = scratch.data();
+      bag.out_stride = p.dim;
+    }
+    if (p.impl->plan.kind == ExecutionPlan::Kind::kInterpreted) {
+      QEMB_RETURN_IF_ERROR(pool_interpreted(p, bag, out));
+    } else {
+      const RequantGatherParams* params = &p.impl->plan.requant;
+      RequantGatherParams materialized;
+      if (p.impl->plan.kind == ExecutionPlan::Kind::kMaterialized) {
+        materialized.weights = reinterpret_cast<const uint8_t*>(p.impl->plan.table);
+        materialized.dim = p.dim;
+        materialized.act = p.impl->plan.act;
+        params = &materialized;
+      }
+      const BagKernel k = bag_kernel(*p.impl);
+      if (t.indices.is_int64()) {
+        k.i64(*params, t.indices.data64(), bag, out);
+      } else {
+        k.i32(*params, t.indices.data32(), bag, out);
+      }
+    }
+    if (out16) {
+      for (size_t b = 0; b < task.bags; ++b) {
+        uint16_t* o = out16 + (task.first_bag + b) * total_dim + p.column;
+        const float* s = scratch.data() + b * p.dim;
+        if (type == BagOutputType::kFloat16) {
+          for (size_t j = 0; j < p.dim; ++j) o[j] = float_to_f16(s[j]);
+        } else {
+          for (size_t j = 0; j < p.dim; ++j) o[j] = float_to_bf16(s[j]);
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  static void task(void* ctx, size_t i) {
+    const Call* call = static_cast<const Call*>(ctx);
+    (*call->status)[i] = call->run((*call->tasks)[i]);
+  }
+};
+
+Status pool_tables(std::span<const TableBags> tables, float* out32, uint16_t* out16,
+                   BagOutputType type) {
+  if (tables.empty()) return make_error(ErrorCode::kInvalidArgument, "no tables to pool");
+  std::vector<PreparedTable> prepared(tables.size());
+  size_t batch = 0, total_dim = 0, total_values = 0;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    size_t bags = 0;
+    QEMB_RETURN_IF_ERROR(prepare(tables[t], t, prepared[t], bags));
+    if (t == 0) {
+      batch = bags;
+    } else if (bags != batch) {
+      return make_error(ErrorCode::kInvalidArgument,
+                        label(tables[t], t) + " has " + std::to_string(bags) + " bags but " +
+                            label(tables[0], 0) + " has " + std::to_string(batch) +
+                            "; every table of a call needs the same number of bags");
+    }
+    prepared[t].column = total_dim;
+    total_dim += prepared[t].dim;
+    total_values += tables[t].indices.size() * prepared[t].dim;
+  }
+  if (batch == 0 || total_dim == 0) return Status::Ok();
+  if (out32 == nullptr && out16 == nullptr)
+    return make_error(ErrorCode::kInvalidArgument, "the output buffer is null");
+
+  std::vector<Task> tasks;
+  for (const PreparedTable& p : prepared) {
+    for (size_t b = 0; b < batch; b += kBagsPerTask) tasks.push_back({&p, b, std::min(kBagsPerTask, batch - b)});
+  }
+  std::vector<Status> status(tasks.size());
+  Call call{&tasks, total_dim, out32, out16, type, &status};
+  pthreadpool_t pool = prepared[0].impl->pool;
+  if (pool != nullptr && tasks.size() > 1 && total_values >= kMinValuesForThreads) {
+    pthreadpool_parallelize_1d(pool, &Call::task, &call, tasks.size(), 0);
+  } else {
+    for (size_t i = 0; i < tasks.size(); ++i) Call::task(&call, i);
+  }
+  for (const Status& s : status) QEMB_RETURN_IF_ERROR(s);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status embedding_bags(std::span<const TableBags> tables, float* out) {
+  return pool_tables(tables, out, nullptr, BagOutputType::kFloat32);
+}
+
+Status embedding_bags(std::span<const TableBags> tables, BagOutputType type, uint16_t* out) {
+  if (type == BagOutputType::kFloat32)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "a uint16 output holds float16 or bfloat16; pass a float buffer for float32");
+  return pool_tables(tables, nullptr, out, type);
+}
+
+}  // namespace qemb

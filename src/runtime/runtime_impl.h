@@ -1,0 +1,44 @@
+// What EmbeddingRuntime holds, shared by the runtime's own files (lookups,
+// pooled lookups); not a public header.
+#pragma once
+
+#include <pthreadpool.h>
+
+#include <string>
+
+#include "qemb/kernels.h"
+#include "qemb/runtime.h"
+#include "runtime/interpreter.h"
+
+namespace qemb {
+
+// How an artifact's runtime graph is executed, decided once at load.
+struct ExecutionPlan {
+  enum class Kind { kMaterialized, kRequant, kInterpreted };
+  Kind kind = Kind::kInterpreted;
+  const uint16_t* table = nullptr;  // kMaterialized
+  RequantGatherParams requant;      // kRequant
+  GatherKernel u16_kernel = GatherKernel::gather_u16;
+  GatherKernel f32_kernel = GatherKernel::gather_u16_f32;
+  ActivationEncoding act;
+};
+
+struct EmbeddingRuntime::Impl {
+  LoadedArtifact artifact;
+  GraphSignature sig;
+  ExecutionPlan plan;
+  const KernelSet* kernels = nullptr;
+  std::string kernel_name;
+  std::string isa;
+  int threads = 1;
+  pthreadpool_t pool = nullptr;
+
+  ~Impl() {
+    if (pool) pthreadpool_destroy(pool);
+  }
+};
+
+// The runtime's insides, for the runtime layer's other files.
+const EmbeddingRuntime::Impl& runtime_impl(const EmbeddingRuntime& runtime);
+
+}  // namespace qemb
