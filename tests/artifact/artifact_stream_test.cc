@@ -50,7 +50,7 @@ TEST(ArtifactStream, StreamedTensorsLoadLikeWrittenOnes) {
   auto stream = ArtifactStream::create(dir.file("streamed.qemb"));
   ASSERT_TRUE(stream.ok()) << stream.error().to_string();
   const Graph streamed = streamed_copy(graph, **stream);
-  EXPECT_TRUE(dir.entries().size() == 1 && dir.entries()[0].find("streamed.qemb.tmp-") == 0);
+  EXPECT_TRUE(dir.entries().empty());  // the artifact has no name until it is finished
   Status finished = (*stream)->finish(streamed, test_metadata());
   ASSERT_TRUE(finished.ok()) << finished.message();
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"streamed.qemb"});

@@ -1,7 +1,7 @@
 // Bad input, table-driven, across `qemb compile`, `qemb run`, `qemb inspect`
 // and the library calls the command line cannot reach. Every row must give a
 // clear message and a failing exit code (or error code), must not crash, and
-// must leave the folder exactly as it was: no output file, no `*.tmp-*`
+// must leave the folder exactly as it was: no output file, no
 // temporary, the input untouched, and an existing output file not clobbered.
 #include <gtest/gtest.h>
 
@@ -257,7 +257,7 @@ TEST_F(BadInput, CommandLineTable) {
       {"compile output in a missing folder", nullptr, "", "compile {ckpt} --qnn-sdk-version 2.48 -o {dir}/no/such/a.qemb",
        "check that the folder exists and is writable"},
       {"compile output that is a folder", nullptr, "", "compile {ckpt} --qnn-sdk-version 2.48 -o {dir}/folder",
-       "cannot rename into"},
+       "/folder': it is a folder; give the output a file name"},
       // -- run / inspect: the artifact --------------------------------------
       {"empty artifact", [](B) { return std::string(); }, "bad.qemb", "run {bad} --tokens 1 -o {out}",
        "is 0 bytes, smaller than the 64-byte header"},
@@ -456,7 +456,7 @@ TEST_F(BadInput, LibraryTable) {
          const uint16_t v[2] = {1, 2};
          return write_npy_u16(dir_.file("folder"), v, 1, 2);
        },
-       ErrorCode::kIoError, "cannot rename into"},
+       ErrorCode::kInvalidArgument, "/folder': it is a folder; give the output a file name"},
       {"artifact of an inconsistent graph over an existing file",
        [&] {
          write_file(out_path, kPrecious);
