@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "cli/cli.h"
+#include "qemb/file.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"qemb: per-channel-quantized embedding tables, compiled and served bit-exactly"};
@@ -19,6 +20,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   qemb::Status status = run ? run() : qemb::Status::Ok();
+  // Output a command printed may still sit in stdio's buffer: a full disk or
+  // /dev/full must fail the command, not vanish at exit.
+  if (status.ok()) status = qemb::flush_stdout();
   if (!status.ok()) {
     std::fprintf(stderr, "qemb: error: %s\n", status.error().to_string().c_str());
     return 1;
