@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,28 @@ Status write_npy(const std::string& path, const std::string& descr, const std::v
                  const void* bytes, size_t byte_count);
 Status write_npy_u16(const std::string& path, const uint16_t* data, int64_t rows, int64_t cols);
 Status write_npy_f32(const std::string& path, const float* data, int64_t rows, int64_t cols);
+
+class AtomicFileWriter;
+// A .npy written as it is produced: the header first, then the data in any
+// number of pieces, so an output of any size needs bounded memory. finish()
+// checks that exactly the shape's bytes came and publishes the file; a writer
+// destroyed before that leaves nothing (a stream keeps what it was sent).
+class NpyWriter {
+ public:
+  // `path` as for AtomicFileWriter ("-" is standard output).
+  static Result<std::unique_ptr<NpyWriter>> create(const std::string& path, const std::string& descr,
+                                                   const std::vector<int64_t>& shape);
+  ~NpyWriter();
+  Status write(const void* bytes, size_t size);
+  Status finish();
+
+ private:
+  NpyWriter() = default;
+  std::unique_ptr<AtomicFileWriter> out_;
+  std::string path_;
+  uint64_t expected_ = 0, written_ = 0;
+};
+
 // Serialized form, as write_npy would write it.
 Result<std::vector<uint8_t>> encode_npy(const std::string& descr, const std::vector<int64_t>& shape, const void* bytes,
                                         size_t byte_count);

@@ -20,8 +20,18 @@ Result<std::vector<int64_t>> parse_token_list(const std::string& text);
 
 // A .npy file (recognised by its magic bytes; any integer dtype, rank 0 to 2,
 // flattened in C order; float/bool dtypes and rank > 2 are kUnsupported),
-// else a text file read with parse_token_list.
+// else a text file read with parse_token_list. `path` may be a pipe or FIFO
+// (process substitution), or "-" for standard input.
 Result<std::vector<int64_t>> read_token_file(const std::string& path);
+
+// Ids with the shape they came in: [N] for a text list, the array's own
+// shape for a .npy ([] for a 0-d id, [batch, sequence] for a 2-D array), so
+// that lookups come out as shape + [dim].
+struct TokenBatch {
+  std::vector<int64_t> ids;
+  std::vector<int64_t> shape;
+};
+Result<TokenBatch> read_token_batch(const std::string& path);
 
 // The ids of an integer .npy array of rank 0 to 2, flattened in C order. `name` appears in
 // errors.

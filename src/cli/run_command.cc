@@ -1,12 +1,137 @@
+#include <algorithm>
 #include <cstdio>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "cli/cli.h"
 #include "qemb/file.h"
 #include "qemb/npy.h"
 #include "qemb/runtime.h"
+#include "qemb/tokens.h"
 
 namespace qemb::cli {
+namespace {
+
+// Lookups run and leave in pieces of about this many bytes, so that any
+// number of ids needs bounded memory.
+constexpr size_t kChunkBytes = size_t{16} << 20;
+
+Result<TokenBatch> tokens_for_run(const std::string& list, const std::string& file) {
+  if (!list.empty() && !file.empty())
+    return make_error(ErrorCode::kInvalidArgument, "give either --tokens or --tokens-file, not both");
+  TokenBatch batch;
+  if (!list.empty()) {
+    QEMB_ASSIGN_OR_RETURN(batch.ids, parse_token_list(list));
+    batch.shape = {static_cast<int64_t>(batch.ids.size())};
+  } else if (!file.empty()) {
+    QEMB_ASSIGN_OR_RETURN(batch, read_token_batch(file));
+  } else {
+    return make_error(ErrorCode::kInvalidArgument, "no token ids: pass --tokens 1,2,3 or --tokens-file FILE");
+  }
+  // As eval does: an empty list is a mistake, and must not replace an output.
+  if (batch.ids.empty())
+    return make_error(ErrorCode::kInvalidArgument, "the token list is empty: there are no ids to look up");
+  return batch;
+}
+
+// Text rows, as "id: v v v" lines or, with --json, one JSON value nested as
+// the output's shape (a 0-d id gives one array).
+class RowPrinter {
+ public:
+  RowPrinter(const std::vector<int64_t>& token_shape, bool json) : shape_(token_shape), json_(json) {
+    index_.assign(shape_.size(), 0);
+  }
+
+  template <typename T>
+  void row(int64_t id, const T* values, int64_t dim) {
+    if (json_) {
+      // Open a bracket for every dimension this row starts.
+      for (size_t k = 0; k < index_.size(); ++k)
+        if (std::all_of(index_.begin() + static_cast<std::ptrdiff_t>(k), index_.end(), [](int64_t i) { return i == 0; }))
+          text_ += '[';
+      text_ += '[';
+    } else {
+      text_ += std::to_string(id) + ':';
+    }
+    char buf[32];
+    for (int64_t j = 0; j < dim; ++j) {
+      if constexpr (std::is_same_v<T, float>) std::snprintf(buf, sizeof(buf), "%.9g", static_cast<double>(values[j]));
+      else std::snprintf(buf, sizeof(buf), "%u", static_cast<unsigned>(values[j]));
+      if (json_) text_ += j > 0 ? ", " : "";
+      else text_ += ' ';
+      text_ += buf;
+    }
+    if (!json_) {
+      text_ += '\n';
+      return;
+    }
+    text_ += ']';
+    // Close every dimension this row ends, then advance the index.
+    bool last_everywhere = true;
+    for (size_t k = index_.size(); k-- > 0;) {
+      if (index_[k] + 1 < shape_[k]) {
+        last_everywhere = false;
+        break;
+      }
+    }
+    for (size_t k = index_.size(); k-- > 0;) {
+      bool ends = true;
+      for (size_t m = k; m < index_.size(); ++m) ends = ends && index_[m] + 1 == shape_[m];
+      if (ends) text_ += ']';
+    }
+    text_ += last_everywhere ? "\n" : ",\n";
+    for (size_t k = index_.size(); k-- > 0;) {
+      if (++index_[k] < shape_[k]) break;
+      index_[k] = 0;
+    }
+  }
+
+  Status flush() {
+    Status s = write_stdout(text_.data(), text_.size());
+    text_.clear();
+    return s;
+  }
+
+ private:
+  std::vector<int64_t> shape_, index_;
+  bool json_;
+  std::string text_;
+};
+
+template <typename T>
+Status run_lookups(const EmbeddingRuntime& rt, const TokenBatch& batch, const std::string& out, bool json) {
+  const int64_t dim = rt.dim();
+  const size_t n = batch.ids.size();
+  // Every id is checked before anything is written, so an error names its
+  // position in the whole list and leaves no partial output.
+  QEMB_RETURN_IF_ERROR(check_ids(batch.ids, rt.vocab_size()));
+  const size_t row_bytes = static_cast<size_t>(dim) * sizeof(T);
+  const size_t chunk_rows = std::max<size_t>(1, kChunkBytes / std::max<size_t>(1, row_bytes));
+  std::unique_ptr<NpyWriter> npy;
+  if (!out.empty()) {
+    std::vector<int64_t> shape = batch.shape;
+    shape.push_back(dim);
+    QEMB_ASSIGN_OR_RETURN(npy, NpyWriter::create(out, std::is_same_v<T, float> ? "<f4" : "<u2", shape));
+  }
+  RowPrinter printer(batch.shape, json);
+  std::vector<T> rows(std::min(n, chunk_rows) * static_cast<size_t>(dim));
+  for (size_t first = 0; first < n; first += chunk_rows) {
+    const size_t count = std::min(chunk_rows, n - first);
+    const std::span<const int64_t> ids(batch.ids.data() + first, count);
+    if constexpr (std::is_same_v<T, float>) QEMB_RETURN_IF_ERROR(rt.lookup_dequantized(ids, rows.data()));
+    else QEMB_RETURN_IF_ERROR(rt.lookup(ids, rows.data()));
+    if (npy) {
+      QEMB_RETURN_IF_ERROR(npy->write(rows.data(), count * row_bytes));
+      continue;
+    }
+    for (size_t i = 0; i < count; ++i) printer.row(ids[i], rows.data() + i * static_cast<size_t>(dim), dim);
+    QEMB_RETURN_IF_ERROR(printer.flush());
+  }
+  return npy ? npy->finish() : flush_stdout();
+}
+
+}  // namespace
 
 Result<Verify> parse_verify(const std::string& s) {
   if (s == "full") return Verify::kFull;
@@ -17,23 +142,29 @@ Result<Verify> parse_verify(const std::string& s) {
 void add_run_command(CLI::App& app, Action& run) {
   struct Flags {
     std::string artifact, tokens, tokens_file, out, verify = "full";
-    bool dequantize = false, reference = false;
+    bool dequantize = false, reference = false, json = false;
     int threads = 1;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand("run", "Look up token ids in a .qemb artifact");
   cmd->add_option("artifact", f->artifact, ".qemb artifact")->required();
   cmd->add_option("--tokens", f->tokens, "comma-separated ids, e.g. 1,2,3");
-  cmd->add_option("--tokens-file", f->tokens_file, "ids in a text file or an int32/int64 .npy");
-  cmd->add_option("-o,--output", f->out, "write a [N, D] .npy (uint16, or float32 with --dequantize)");
+  cmd->add_option("--tokens-file", f->tokens_file,
+                  "ids in a text file or an int32/int64 .npy; '-' reads standard input");
+  cmd->add_option("-o,--output", f->out,
+                  "write a [N, D] .npy (uint16, or float32 with --dequantize); '-' is standard output");
   cmd->add_flag("--dequantize", f->dequantize, "float32 output: y = s_a * (q16 - zp_a)");
+  cmd->add_flag("--json", f->json, "print the rows as JSON arrays, nested as the output's shape");
   cmd->add_flag("--reference", f->reference, "use the scalar reference interpreter");
   cmd->add_option("--threads", f->threads, "threads for large batches (0 = one per core)")
       ->capture_default_str();
   cmd->add_option("--verify", f->verify, "checksums to verify on load: full | header")->capture_default_str();
   cmd->callback([f, &run] {
     run = [f]() -> Status {
-      QEMB_ASSIGN_OR_RETURN(std::vector<int64_t> ids, tokens_from_flags(f->tokens, f->tokens_file));
+      if (f->json && !f->out.empty())
+        return make_error(ErrorCode::kInvalidArgument,
+                          "--json prints the rows; -o writes them to a .npy: give one or the other");
+      QEMB_ASSIGN_OR_RETURN(TokenBatch batch, tokens_for_run(f->tokens, f->tokens_file));
       if (!f->out.empty() && same_file(f->out, f->artifact))
         return make_error(ErrorCode::kInvalidArgument,
                           "the output '" + f->out + "' is the input artifact; choose another path");
@@ -42,27 +173,8 @@ void add_run_command(CLI::App& app, Action& run) {
       options.threads = f->threads;
       options.reference = f->reference;
       QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(f->artifact, options));
-      const int64_t n = static_cast<int64_t>(ids.size()), dim = rt->dim();
-      if (f->dequantize) {
-        std::vector<float> out(static_cast<size_t>(n * dim));
-        QEMB_RETURN_IF_ERROR(rt->lookup_dequantized(ids, out.data()));
-        if (!f->out.empty()) return write_npy_f32(f->out, out.data(), n, dim);
-        for (int64_t i = 0; i < n; ++i) {
-          std::printf("%lld:", static_cast<long long>(ids[i]));
-          for (int64_t j = 0; j < dim; ++j) std::printf(" %.9g", out[i * dim + j]);
-          std::printf("\n");
-        }
-      } else {
-        std::vector<uint16_t> out(static_cast<size_t>(n * dim));
-        QEMB_RETURN_IF_ERROR(rt->lookup(ids, out.data()));
-        if (!f->out.empty()) return write_npy_u16(f->out, out.data(), n, dim);
-        for (int64_t i = 0; i < n; ++i) {
-          std::printf("%lld:", static_cast<long long>(ids[i]));
-          for (int64_t j = 0; j < dim; ++j) std::printf(" %u", out[i * dim + j]);
-          std::printf("\n");
-        }
-      }
-      return Status::Ok();
+      if (f->dequantize) return run_lookups<float>(*rt, batch, f->out, f->json);
+      return run_lookups<uint16_t>(*rt, batch, f->out, f->json);
     };
   });
 }

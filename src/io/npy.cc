@@ -201,9 +201,8 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return out + ")";
 }
 
-// Validates descr/shape/byte count for writing and returns the header block
-// (magic through the '\n'-terminated dictionary).
-Result<std::string> npy_header(const std::string& descr, const std::vector<int64_t>& shape, size_t byte_count) {
+// The data bytes an array of this dtype and shape holds.
+Result<uint64_t> npy_data_bytes(const std::string& descr, const std::vector<int64_t>& shape) {
   QEMB_ASSIGN_OR_RETURN(NpyDtype dtype, parse_npy_dtype(descr));
   uint64_t expected = static_cast<uint64_t>(dtype.item_size);
   for (int64_t d : shape) {
@@ -211,6 +210,13 @@ Result<std::string> npy_header(const std::string& descr, const std::vector<int64
       return make_error(ErrorCode::kInvalidArgument, "invalid .npy shape " + shape_text(shape));
     }
   }
+  return expected;
+}
+
+// Validates descr/shape/byte count for writing and returns the header block
+// (magic through the '\n'-terminated dictionary).
+Result<std::string> npy_header(const std::string& descr, const std::vector<int64_t>& shape, size_t byte_count) {
+  QEMB_ASSIGN_OR_RETURN(const uint64_t expected, npy_data_bytes(descr, shape));
   if (expected != byte_count) {
     return make_error(ErrorCode::kInvalidArgument, "a " + descr + " array of shape " + shape_text(shape) + " needs " +
                                                        std::to_string(expected) + " bytes, got " +
@@ -409,6 +415,38 @@ Status write_npy(const std::string& path, const std::string& descr, const std::v
   QEMB_RETURN_IF_ERROR(out->write(header->data(), header->size()));
   QEMB_RETURN_IF_ERROR(out->write(bytes, byte_count));
   return out->commit();
+}
+
+Result<std::unique_ptr<NpyWriter>> NpyWriter::create(const std::string& path, const std::string& descr,
+                                                     const std::vector<int64_t>& shape) {
+  auto expected = npy_data_bytes(descr, shape);
+  if (!expected.ok())
+    return make_error(expected.error().code, "cannot write " + in_quotes(path) + ": " + expected.error().message);
+  QEMB_ASSIGN_OR_RETURN(std::string header, npy_header(descr, shape, static_cast<size_t>(*expected)));
+  std::unique_ptr<NpyWriter> w(new NpyWriter());
+  w->path_ = path;
+  w->expected_ = *expected;
+  QEMB_ASSIGN_OR_RETURN(w->out_, AtomicFileWriter::create(path));
+  QEMB_RETURN_IF_ERROR(w->out_->write(header.data(), header.size()));
+  return w;
+}
+
+NpyWriter::~NpyWriter() = default;
+
+Status NpyWriter::write(const void* bytes, size_t size) {
+  if (size > expected_ - written_)
+    return make_error(ErrorCode::kInvalidArgument, "cannot write " + out_->display_name() + ": more than the " +
+                                                       std::to_string(expected_) + " data bytes its shape holds");
+  QEMB_RETURN_IF_ERROR(out_->write(bytes, size));
+  written_ += size;
+  return Status::Ok();
+}
+
+Status NpyWriter::finish() {
+  if (written_ != expected_)
+    return make_error(ErrorCode::kInternal, "cannot write " + out_->display_name() + ": " + std::to_string(written_) +
+                                                " of its " + std::to_string(expected_) + " data bytes were given");
+  return out_->commit();
 }
 
 Status write_npy(const std::string& path, const std::string& descr, const std::vector<int64_t>& shape,

@@ -121,18 +121,29 @@ Result<std::vector<int64_t>> tokens_from_npy(const NpyArray& array, const std::s
   return ids;
 }
 
-Result<std::vector<int64_t>> read_token_file(const std::string& path) {
-  QEMB_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MappedFile::open(path));
-  if (has_npy_magic(file->data(), file->size())) {
-    QEMB_ASSIGN_OR_RETURN(NpyArray array, parse_npy(file->data(), file->size(), path));
-    return tokens_from_npy(array, path);
+Result<TokenBatch> read_token_batch(const std::string& path) {
+  const std::string name = path == kStdioPath ? "standard input" : path;
+  QEMB_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, read_input(path));
+  TokenBatch batch;
+  if (has_npy_magic(bytes.data(), bytes.size())) {
+    QEMB_ASSIGN_OR_RETURN(NpyArray array, parse_npy(bytes.data(), bytes.size(), name));
+    QEMB_ASSIGN_OR_RETURN(batch.ids, tokens_from_npy(array, name));
+    batch.shape = array.shape;
+    return batch;
   }
-  const std::string text(reinterpret_cast<const char*>(file->data()), file->size());
+  const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   auto ids = parse_token_list(text);
   if (!ids.ok()) {
-    return make_error(ids.error().code, "token file " + in_quotes(path) + ": " + ids.error().message);
+    return make_error(ids.error().code, "token file " + in_quotes(name) + ": " + ids.error().message);
   }
-  return ids;
+  batch.ids = std::move(*ids);
+  batch.shape = {static_cast<int64_t>(batch.ids.size())};
+  return batch;
+}
+
+Result<std::vector<int64_t>> read_token_file(const std::string& path) {
+  QEMB_ASSIGN_OR_RETURN(TokenBatch batch, read_token_batch(path));
+  return std::move(batch.ids);
 }
 
 }  // namespace qemb
