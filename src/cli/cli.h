@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <functional>
 #include <string>
 
@@ -22,6 +23,10 @@ void add_eval_command(CLI::App& app, Action& run);
 void add_fakequant_command(CLI::App& app, Action& run);
 
 Result<Verify> parse_verify(const std::string& s);  // "full" | "header"
+
+// Where a command prints its summary: standard error when its output file is
+// "-" (standard output carries the file then), else standard output.
+std::FILE* summary_stream(const std::string& output);
 
 // Parses "1,2,3" / reads a token file, whichever was given.
 Result<std::vector<int64_t>> tokens_from_flags(const std::string& list, const std::string& file);

@@ -6,9 +6,12 @@
 
 #include "cli/cli.h"
 #include "qemb/compiler.h"
+#include "qemb/file.h"
 #include "qemb/tokens.h"
 
 namespace qemb::cli {
+
+std::FILE* summary_stream(const std::string& output) { return output == kStdioPath ? stderr : stdout; }
 
 Result<std::vector<int64_t>> tokens_from_flags(const std::string& list, const std::string& file) {
   if (!list.empty() && !file.empty())
@@ -100,14 +103,15 @@ void add_compile_command(CLI::App& app, Action& run) {
       }
       QEMB_ASSIGN_OR_RETURN(CompiledEmbedding c, compile_checkpoint(f->checkpoint, o, f->out));
       if (!f->quiet) {
-        std::printf("tensor:  %s [%lld x %lld] %s\n", c.metadata["source"]["tensor"].get<std::string>().c_str(),
+        std::FILE* out = summary_stream(f->out);
+        std::fprintf(out, "tensor:  %s [%lld x %lld] %s\n", c.metadata["source"]["tensor"].get<std::string>().c_str(),
                     static_cast<long long>(c.metadata["vocab_size"].get<int64_t>()),
                     static_cast<long long>(c.metadata["dim"].get<int64_t>()),
                     c.metadata["source"]["dtype"].get<std::string>().c_str());
-        std::printf("scheme:  %s\n", to_string(o.scheme));
-        std::printf("pattern: %s (%s)\n", to_string(c.pattern), c.pattern_reason.c_str());
-        std::printf("mode:    %s (%s)\n", to_string(c.mode), c.mode_reason.c_str());
-        std::printf("wrote %s\n", f->out.c_str());
+        std::fprintf(out, "scheme:  %s\n", to_string(o.scheme));
+        std::fprintf(out, "pattern: %s (%s)\n", to_string(c.pattern), c.pattern_reason.c_str());
+        std::fprintf(out, "mode:    %s (%s)\n", to_string(c.mode), c.mode_reason.c_str());
+        std::fprintf(out, "wrote %s\n", f->out.c_str());
       }
       return Status::Ok();
     };

@@ -42,6 +42,9 @@ void add_eval_command(CLI::App& app, Action& run) {
         QEMB_ASSIGN_OR_RETURN(o.tokens, read_token_file(f->tokens));
         o.tokens_source = f->tokens;
       }
+      if (f->report == kStdioPath && f->json)
+        return make_error(ErrorCode::kInvalidArgument,
+                          "--report - and --json both write to standard output: give one of them a file");
       if (!f->report.empty() && same_file(f->report, f->checkpoint))
         return make_error(ErrorCode::kInvalidArgument,
                           "the report path '" + f->report + "' is the input checkpoint; choose another path");
@@ -50,8 +53,9 @@ void add_eval_command(CLI::App& app, Action& run) {
       if (f->json) {
         std::printf("%s\n", eval_report_json(report).dump(2).c_str());
       } else {
-        std::fputs(format_eval_report(report).c_str(), stdout);
-        if (!f->report.empty()) std::printf("\nwrote report %s\n", f->report.c_str());
+        std::FILE* out = summary_stream(f->report);
+        std::fputs(format_eval_report(report).c_str(), out);
+        if (!f->report.empty()) std::fprintf(out, "\nwrote report %s\n", f->report.c_str());
       }
       return Status::Ok();
     };
