@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "qemb/compiler.h"
 #include "qemb/npy.h"
 #include "qemb/runtime.h"
 #include "qemb/safetensors.h"
@@ -241,6 +243,40 @@ TEST_F(Outputs, FullAndReadOnlyFileSystemsAreCleanErrors) {
       EXPECT_NE(r.out.find("qemb: error: I/O error: cannot write '" + out + "': " + why), std::string::npos) << r.out;
       EXPECT_EQ(read_text(out), kPrecious);
       EXPECT_EQ(entries(mnt), (std::vector<std::string>{"filler", "out"}));
+    }
+  }
+}
+
+// Ctrl-C or SIGTERM in the middle of a compile (here: from its progress
+// callback, while the artifact is half written) leaves no file: the artifact
+// has no name until it is complete. A left-over "*.tmp-*" file before.
+TEST_F(Outputs, ASignalDuringACompileLeavesNothing) {
+  const std::string out = dir_.file("sig.qemb");
+  for (int sig : {SIGINT, SIGTERM}) {
+    for (bool existing : {false, true}) {
+      if (existing) write_file(out, kPrecious);
+      const auto before = entries(dir_.path().string());
+      const pid_t child = ::fork();
+      ASSERT_GE(child, 0);
+      if (child == 0) {
+        CompileOptions o;
+        o.qnn_sdk_version = "2.48";
+        o.threads = 1;
+        o.progress = [sig](const char*, int64_t done, int64_t) {
+          if (done > 0) ::raise(sig);
+        };
+        auto c = compile_checkpoint(ckpt_, o, out);
+        ::_exit(c.ok() ? 3 : 4);  // never reached: the signal ends the process
+      }
+      int status = 0;
+      ASSERT_EQ(::waitpid(child, &status, 0), child);
+      ASSERT_TRUE(WIFSIGNALED(status)) << "exit " << WEXITSTATUS(status);
+      EXPECT_EQ(WTERMSIG(status), sig);
+      EXPECT_EQ(entries(dir_.path().string()), before);
+      if (existing) {
+        EXPECT_EQ(read_text(out), kPrecious);
+      }
+      fs::remove(out);
     }
   }
 }
