@@ -406,13 +406,24 @@ HWY_INLINE void AccumulateScalar(float y, bool weighted, float w, float* HWY_RES
 // Runs add_row(row id, weighted, weight, out row) for every id of every bag
 // that is not the padding id, after zeroing the bag's row, then divides by
 // the count for mean. Prefetches rows kPrefetchRows ids ahead across bags.
-template <typename Id, class Prefetch, class AddRow>
+// Ids ahead whose rows are prefetched: the bag kernels spend longer on a row
+// than a gather, and each row also needs its scale's line.
+constexpr size_t kBagPrefetchRows = 32;
+
+// What to prefetch for a row id: its stored bytes and, for PCQ tables, its scale.
+struct RowPrefetch {
+  const uint8_t* rows;
+  size_t row_bytes;
+  const float* scales;  // nullptr for the uint16 table
+};
+
+template <typename Id, class AddRow>
 HWY_INLINE void PoolBags(size_t dim, const Id* HWY_RESTRICT ids, const BagParams& bag,
-                         float* HWY_RESTRICT out, Prefetch&& prefetch, AddRow&& add_row) {
+                         float* HWY_RESTRICT out, const RowPrefetch& prefetch, AddRow&& add_row) {
   using DF = hn::ScalableTag<float>;
   const DF df;
   const size_t NF = hn::Lanes(df);
-  const int64_t end = bag.offsets[bag.bags];
+  const size_t end = static_cast<size_t>(bag.offsets[bag.bags]);
   const bool weighted = bag.weights != nullptr;
   for (size_t b = 0; b < bag.bags; ++b) {
     float* o = out + b * bag.out_stride;
@@ -420,9 +431,12 @@ HWY_INLINE void PoolBags(size_t dim, const Id* HWY_RESTRICT ids, const BagParams
     for (; j + NF <= dim; j += NF) hn::StoreU(hn::Zero(df), df, o + j);
     for (; j < dim; ++j) o[j] = +0.0f;
     int64_t count = 0;
-    for (int64_t i = bag.offsets[b]; i < bag.offsets[b + 1]; ++i) {
-      if (i + static_cast<int64_t>(kPrefetchRows) < end) {
-        prefetch(static_cast<size_t>(ids[i + static_cast<int64_t>(kPrefetchRows)]));
+    const size_t bag_end = static_cast<size_t>(bag.offsets[b + 1]);
+    for (size_t i = static_cast<size_t>(bag.offsets[b]); i < bag_end; ++i) {
+      if (i + kBagPrefetchRows < end) {
+        const size_t ahead = static_cast<size_t>(ids[i + kBagPrefetchRows]);
+        PrefetchRow(prefetch.rows + ahead * prefetch.row_bytes, prefetch.row_bytes);
+        if (prefetch.scales) hwy::Prefetch(prefetch.scales + ahead);
       }
       const int64_t id = ids[i];
       if (id == bag.padding_idx) continue;
@@ -454,7 +468,7 @@ HWY_INLINE void BagU16(const RequantGatherParams& p, const Id* ids, const BagPar
   const size_t row_bytes = dim * sizeof(uint16_t);
   PoolBags(
       dim, ids, bag, out,
-      [&](size_t ahead) { PrefetchRow(p.weights + ahead * row_bytes, row_bytes); },
+      RowPrefetch{p.weights, row_bytes, nullptr},
       [&](size_t r, bool weighted, float w, float* HWY_RESTRICT o) {
         const uint16_t* row = table + r * dim;
         const auto wv = hn::Set(df, w);
@@ -481,10 +495,7 @@ HWY_INLINE void RequantBagS8(const RequantGatherParams& p, const Id* ids, const 
   const int8_t* weights = reinterpret_cast<const int8_t*>(p.weights);
   PoolBags(
       dim, ids, bag, out,
-      [&](size_t ahead) {
-        PrefetchRow(p.weights + ahead * dim, dim);
-        hwy::Prefetch(p.row_scales + ahead);
-      },
+      RowPrefetch{p.weights, dim, p.row_scales},
       [&](size_t r, bool weighted, float w, float* HWY_RESTRICT o) {
         const float row_scale = p.row_scales[r];
         const auto s = hn::Set(df, row_scale);
@@ -625,10 +636,7 @@ HWY_INLINE void RequantBagS4(const RequantGatherParams& p, const Id* ids, const 
   alignas(64) float lut[16];
   PoolBags(
       dim, ids, bag, out,
-      [&](size_t ahead) {
-        PrefetchRow(p.weights + ahead * row_bytes, row_bytes);
-        hwy::Prefetch(p.row_scales + ahead);
-      },
+      RowPrefetch{p.weights, row_bytes, p.row_scales},
       [&](size_t r, bool weighted, float w, float* HWY_RESTRICT o) {
         const float row_scale = p.row_scales[r];
         const uint8_t* row = p.weights + r * row_bytes;

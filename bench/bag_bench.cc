@@ -1,0 +1,197 @@
+// Pooled (EmbeddingBag) kernel throughput, each case next to its roofline: a
+// memcpy gather of the same stored row bytes for the same ids, the copies
+// discarded, so ratios read off one run.
+//
+//   qemb_bench --benchmark_filter='^bag/' --benchmark_repetitions=3
+//              --benchmark_enable_random_interleaving=true
+//   QEMB_BENCH_ISA=AVX2 qemb_bench --benchmark_filter='^bag/'   (one instruction set)
+//
+// Scenarios: batch 2048 bags of L ids (pooling factor L = 1, 20, 100), D = 64,
+// 128, 256, with random ids over the whole of
+//   hot_v1M   a 1M-row table, read over and over (it stays in the last-level
+//             cache where it fits: 32-128 MiB at 4 bits);
+//   cold_v8M  an 8M-row table, a fresh stretch of ids every batch;
+//   l2_v4K    a 4096-row table that stays in L2: the arithmetic alone,
+// on one and two threads (each thread pools its own batches). Counter
+// ids/s: indices pooled per second (all threads). Tables are 4-bit and 8-bit
+// PCQ (the fused kernels) and, hot only, the materialized uint16 table; one
+// table lives at a time.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "qemb/kernels.h"
+
+namespace {
+
+using qemb::BagParams;
+using qemb::GatherKernel;
+using qemb::KernelSet;
+using qemb::RequantGatherParams;
+
+enum class Kind { kU16, kS4, kS8 };
+
+const char* kind_name(Kind k) { return k == Kind::kU16 ? "u16" : k == Kind::kS4 ? "s4" : "s8"; }
+
+size_t row_bytes(Kind k, size_t dim) {
+  return k == Kind::kU16 ? 2 * dim : k == Kind::kS8 ? dim : (dim + 1) / 2;
+}
+
+struct BagScenario {
+  std::string name;
+  size_t rows, dim, pooling, batch;
+  bool hot;  // the same few batches again and again
+};
+
+struct BagTable {
+  std::string key;
+  size_t rows = 0, dim = 0;
+  Kind kind = Kind::kS4;
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> bytes;
+  std::vector<float> scales;
+  std::vector<int64_t> ids;      // batches of batch * pooling ids
+  std::vector<int64_t> offsets;  // batch + 1 for one batch
+  size_t batches = 0;
+};
+
+std::mutex table_mutex;
+
+// The one live table, rebuilt when a benchmark needs another.
+const BagTable& table_for(const BagScenario& s, Kind kind) {
+  static BagTable t;
+  std::lock_guard<std::mutex> lock(table_mutex);
+  const std::string key = s.name + kind_name(kind);
+  if (t.key == key) return t;
+  t = BagTable();
+  t.key = key;
+  t.rows = s.rows;
+  t.dim = s.dim;
+  t.kind = kind;
+  const size_t total = s.rows * row_bytes(kind, s.dim);
+  // 64-byte aligned, as artifact tables are.
+  t.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (total + 64) / 64 * 64)));
+  std::mt19937_64 rng(12345);
+  for (size_t i = 0; i < total; i += 8) {
+    const uint64_t r = rng();
+    std::memcpy(t.bytes.get() + i, &r, 8);
+  }
+  t.scales.resize(s.rows);
+  std::uniform_real_distribution<float> scale(1e-4f, 1e-2f);
+  for (float& x : t.scales) x = scale(rng);
+  const size_t per_batch = s.batch * s.pooling;
+  // Cold: enough batches to touch ~64M ids; hot: a few batches, repeated.
+  t.batches = s.hot ? 4 : std::max<size_t>(1, (size_t{1} << 26) / per_batch);
+  t.ids.resize(t.batches * per_batch);
+  for (auto& id : t.ids) id = static_cast<int64_t>(rng() % s.rows);
+  // Touch the whole table once so neither side pays first-touch faults.
+  volatile uint8_t sink = 0;
+  for (size_t i = 0; i < total; i += 4096) sink = sink ^ t.bytes.get()[i];
+  t.offsets.resize(s.batch + 1);
+  for (size_t b = 0; b <= s.batch; ++b) t.offsets[b] = static_cast<int64_t>(b * s.pooling);
+  return t;
+}
+
+void set_rate(benchmark::State& state, const BagScenario& s) {
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * s.batch * s.pooling));
+  state.counters["ids/s"] = benchmark::Counter(static_cast<double>(state.iterations() * s.batch * s.pooling),
+                                               benchmark::Counter::kIsRate);
+}
+
+// The roofline: copy each id's stored row bytes to a scratch row, discarded.
+void bm_memcpy(benchmark::State& state, BagScenario s, Kind kind) {
+  const BagTable& t = table_for(s, kind);
+  const size_t rb = row_bytes(kind, s.dim);
+  std::vector<uint8_t> scratch(rb * 16);
+  const size_t per_batch = s.batch * s.pooling;
+  size_t batch = static_cast<size_t>(state.thread_index()) % t.batches;
+  for (auto _ : state) {
+    const int64_t* ids = t.ids.data() + batch * per_batch;
+    for (size_t i = 0; i < per_batch; ++i) {
+      std::memcpy(scratch.data() + (i % 16) * rb, t.bytes.get() + static_cast<size_t>(ids[i]) * rb, rb);
+    }
+    benchmark::ClobberMemory();
+    batch = (batch + 1) % t.batches;
+  }
+  set_rate(state, s);
+}
+
+void bm_bag(benchmark::State& state, BagScenario s, Kind kind, KernelSet set, GatherKernel k) {
+  const BagTable& t = table_for(s, kind);
+  RequantGatherParams p;
+  p.weights = t.bytes.get();
+  p.row_scales = t.scales.data();
+  p.dim = s.dim;
+  p.act = qemb::ActivationEncoding{1.5e-4f, 32768};
+  p.max_scale = 1e-2f;
+  std::vector<float> out(s.batch * s.dim);
+  const size_t per_batch = s.batch * s.pooling;
+  qemb::BagI64Fn fn = k == GatherKernel::bag_u16_i64           ? set.bag_u16_i64
+                      : k == GatherKernel::requant_bag_s4_i64 ? set.requant_bag_s4_i64
+                                                               : set.requant_bag_s8_i64;
+  size_t batch = static_cast<size_t>(state.thread_index()) % t.batches;
+  for (auto _ : state) {
+    // Offsets are absolute positions: point the ids at this batch instead.
+    BagParams bag;
+    bag.offsets = t.offsets.data();
+    bag.bags = s.batch;
+    bag.out_stride = s.dim;
+    fn(p, t.ids.data() + batch * per_batch, bag, out.data());
+    benchmark::ClobberMemory();
+    batch = (batch + 1) % t.batches;
+  }
+  set_rate(state, s);
+}
+
+std::vector<KernelSet> sets_to_bench() {
+  const char* env = std::getenv("QEMB_BENCH_ISA");
+  if (env == nullptr || *env == '\0') return {qemb::best_kernels()};
+  if (std::string(env) == "all") return qemb::all_supported_kernel_sets();
+  const KernelSet* set = qemb::find_kernel_set(env);
+  return set ? std::vector<KernelSet>{*set} : std::vector<KernelSet>{qemb::best_kernels()};
+}
+
+bool register_bag_benchmarks() {
+  const std::vector<KernelSet> sets = sets_to_bench();
+  const struct {
+    const char* name;
+    size_t rows;
+    bool cold;
+  } tables[] = {{"hot_v1M", size_t{1} << 20, false}, {"cold_v8M", size_t{8} << 20, true}, {"l2_v4K", 4096, false}};
+  for (const auto& table : tables) {
+    const bool cold = table.cold;
+    for (size_t dim : {64, 128, 256}) {
+      for (size_t pooling : {1, 20, 100}) {
+        BagScenario s{std::string("bag/") + table.name + "/d" + std::to_string(dim) + "/L" + std::to_string(pooling),
+                      table.rows, dim, pooling, 2048, !cold};
+        for (Kind kind : {Kind::kS4, Kind::kS8, Kind::kU16}) {
+          if (cold && kind == Kind::kU16) continue;  // 8M x 256 uint16 is 4 GiB
+          const std::string prefix = s.name + "/" + kind_name(kind) + "/";
+          benchmark::RegisterBenchmark((prefix + "memcpy_rows").c_str(), bm_memcpy, s, kind)
+              ->Threads(1)->Threads(2)->UseRealTime();
+          const GatherKernel k = kind == Kind::kU16  ? GatherKernel::bag_u16_i64
+                                 : kind == Kind::kS4 ? GatherKernel::requant_bag_s4_i64
+                                                     : GatherKernel::requant_bag_s8_i64;
+          for (const KernelSet& set : sets) {
+            benchmark::RegisterBenchmark((prefix + qemb::kernel_name(set, k)).c_str(), bm_bag, s, kind, set, k)
+                ->Threads(1)->Threads(2)->UseRealTime();
+          }
+        }
+      }
+    }
+  }
+  return true;
+}
+
+const bool kRegistered = register_bag_benchmarks();
+
+}  // namespace
