@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/cli.h"
+#include "cli/run_bags.h"
 #include "qemb/file.h"
 #include "qemb/npy.h"
 #include "qemb/runtime.h"
@@ -146,6 +147,7 @@ void add_run_command(CLI::App& app, Action& run) {
     int threads = 1;
   };
   auto f = std::make_shared<Flags>();
+  auto bag = std::make_shared<BagFlags>();
   CLI::App* cmd = app.add_subcommand("run", "Look up token ids in a .qemb artifact");
   cmd->add_option("artifact", f->artifact, ".qemb artifact")->required();
   cmd->add_option("--tokens", f->tokens, "comma-separated ids, e.g. 1,2,3");
@@ -159,8 +161,18 @@ void add_run_command(CLI::App& app, Action& run) {
   cmd->add_option("--threads", f->threads, "threads for large batches (0 = one per core)")
       ->capture_default_str();
   cmd->add_option("--verify", f->verify, "checksums to verify on load: full | header")->capture_default_str();
-  cmd->callback([f, &run] {
-    run = [f]() -> Status {
+  add_bag_flags(*cmd, *bag);
+  cmd->callback([f, bag, &run] {
+    run = [f, bag]() -> Status {
+      if (bag_flags_given(*bag)) {
+        if (f->json)
+          return make_error(ErrorCode::kInvalidArgument, "--json prints plain lookups; pooled rows go to -o or print as text");
+        RuntimeOptions options;
+        QEMB_ASSIGN_OR_RETURN(options.verify, parse_verify(f->verify));
+        options.threads = f->threads;
+        options.reference = f->reference;
+        return run_bags(f->artifact, f->tokens, f->tokens_file, *bag, options, f->out);
+      }
       if (f->json && !f->out.empty())
         return make_error(ErrorCode::kInvalidArgument,
                           "--json prints the rows; -o writes them to a .npy: give one or the other");

@@ -1,0 +1,153 @@
+// `qemb run ART --bags OFFSETS.npy --tokens-file IDS.npy [--weights W.npy]
+// [--pool sum|mean]`: the pooled rows it writes are the library's, bit for
+// bit, for every form of bags; it prints one row per bag without -o.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "qemb/compiler.h"
+#include "qemb/embedding_bag.h"
+#include "qemb/npy.h"
+#include "qemb/runtime.h"
+#include "qemb/safetensors.h"
+#include "support/test_util.h"
+
+namespace qemb {
+namespace {
+
+using qemb::testing::run_command;
+using qemb::testing::TempDir;
+
+const std::string kQemb = QEMB_CLI_PATH;
+
+template <typename T>
+void write_vector(const std::string& path, const char* descr, const std::vector<T>& v) {
+  ASSERT_TRUE(write_npy(path, descr, {static_cast<int64_t>(v.size())}, v.data(), v.size() * sizeof(T)).ok());
+}
+
+class RunBags : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string ckpt = dir_.file("model.safetensors");
+    auto table = qemb::testing::spread_table(40, 6, 9);
+    std::vector<uint8_t> bytes(table.size() * 4);
+    std::memcpy(bytes.data(), table.data(), bytes.size());
+    ASSERT_TRUE(write_safetensors(ckpt, {}, {{"model.embed_tokens.weight", "F32", {40, 6}, bytes}}).ok());
+    CompileOptions options;
+    options.qnn_sdk_version = "2.48";
+    art_ = dir_.file("t.qemb");
+    ASSERT_TRUE(compile_checkpoint(ckpt, options, art_).ok());
+    write_vector<int64_t>(dir_.file("ids.npy"), "<i8", ids_);
+    write_vector<int32_t>(dir_.file("offsets.npy"), "<i4", {0, 2, 2, 5, 6});
+    write_vector<int64_t>(dir_.file("offsets_b.npy"), "<i8", {0, 2, 2, 5});
+    write_vector<int32_t>(dir_.file("lengths.npy"), "<i4", {2, 0, 3, 1});
+    write_vector<float>(dir_.file("w.npy"), "<f4", weights_);
+  }
+
+  // The library's answer for the same input.
+  std::vector<float> library(PoolMode mode, bool weighted, std::optional<int64_t> padding = {}) {
+    auto rt = EmbeddingRuntime::load(art_);
+    EXPECT_TRUE(rt.ok());
+    const std::vector<int64_t> offsets{0, 2, 2, 5, 6};
+    TableBags t;
+    t.table = rt->get();
+    t.indices = std::span<const int64_t>(ids_);
+    t.boundaries = std::span<const int64_t>(offsets);
+    t.mode = mode;
+    t.padding_idx = padding;
+    if (weighted) t.per_sample_weights = std::span<const float>(weights_);
+    std::vector<float> out(4 * 6);
+    EXPECT_TRUE(embedding_bag(t, out.data()).ok());
+    return out;
+  }
+
+  std::vector<float> output(const std::string& path) {
+    auto a = read_npy(path);
+    EXPECT_TRUE(a.ok()) << a.error().message;
+    EXPECT_EQ(a->dtype, "<f4");
+    EXPECT_EQ(a->shape, (std::vector<int64_t>{4, 6}));
+    std::vector<float> v(a->data.size() / 4);
+    std::memcpy(v.data(), a->data.data(), a->data.size());
+    return v;
+  }
+
+  std::string run(const std::string& args) {
+    const std::string out = dir_.file("out.npy");
+    auto r = run_command(kQemb + " run " + art_ + " --tokens-file " + dir_.file("ids.npy") + " " + args + " -o " + out);
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.out;
+    return out;
+  }
+
+  static void expect_bits(const std::vector<float>& want, const std::vector<float>& got) {
+    ASSERT_EQ(want.size(), got.size());
+    for (size_t k = 0; k < want.size(); ++k)
+      EXPECT_EQ(std::memcmp(&want[k], &got[k], 4), 0) << k << ": " << got[k] << " vs " << want[k];
+  }
+
+  TempDir dir_;
+  std::string art_;
+  std::vector<int64_t> ids_{3, 39, 0, 7, 7, 12};
+  std::vector<float> weights_{0.5f, -1.25f, 0.0f, 2.0f, -0.0f, 3.0f};
+};
+
+TEST_F(RunBags, SumMeanAndWeightsAreTheLibrarysBits) {
+  expect_bits(library(PoolMode::kSum, false), output(run("--bags " + dir_.file("offsets.npy"))));
+  expect_bits(library(PoolMode::kMean, false), output(run("--bags " + dir_.file("offsets.npy") + " --pool mean")));
+  expect_bits(library(PoolMode::kSum, true),
+              output(run("--bags " + dir_.file("offsets.npy") + " --weights " + dir_.file("w.npy"))));
+  expect_bits(library(PoolMode::kMean, false, 7),
+              output(run("--bags " + dir_.file("offsets.npy") + " --pool mean --padding-idx 7")));
+}
+
+TEST_F(RunBags, EveryBagFormatGivesTheSameRows) {
+  const std::vector<float> want = library(PoolMode::kSum, false);
+  expect_bits(want, output(run("--bags " + dir_.file("offsets_b.npy") + " --bag-format offsets")));
+  expect_bits(want, output(run("--bags " + dir_.file("lengths.npy") + " --bag-format lengths --threads 2")));
+  expect_bits(want, output(run("--bags " + dir_.file("offsets.npy") + " --reference")));
+}
+
+TEST_F(RunBags, PrintsOneRowPerBagWithoutAnOutput) {
+  auto r = run_command(kQemb + " run " + art_ + " --tokens 1,2 --bags " + dir_.file("offsets_b.npy") +
+                       " --bag-format offsets 2>&1");
+  EXPECT_NE(r.exit_code, 0);  // 4 bags whose offsets overrun 2 ids
+  EXPECT_NE(r.out.find("offsets[3] = 5 is past the end of the 2 indices"), std::string::npos) << r.out;
+  std::vector<int32_t> two{0, 1, 2};
+  write_vector<int32_t>(dir_.file("two.npy"), "<i4", two);
+  r = run_command(kQemb + " run " + art_ + " --tokens 0,0 --bags " + dir_.file("two.npy"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("0: ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\n1: "), std::string::npos) << r.out;
+  // Both bags hold row 0 once: the same printed row.
+  const size_t nl = r.out.find('\n');
+  EXPECT_EQ(r.out.substr(3, nl - 3), r.out.substr(nl + 4, r.out.find('\n', nl + 1) - nl - 4)) << r.out;
+}
+
+// Bad weights (the bad-input table takes one bad file a row; these need a good
+// --bags file too): a clear message, exit 1, and no output file.
+TEST_F(RunBags, BadWeightsFailAndWriteNothing) {
+  write_vector<float>(dir_.file("short.npy"), "<f4", {1.0f, 2.0f, 3.0f});
+  write_vector<double>(dir_.file("f64.npy"), "<f8", {1, 2, 3, 4, 5, 6});
+  const struct {
+    std::string args, message;
+  } cases[] = {
+      {"--weights " + dir_.file("short.npy"),
+       "table 0 ('t.qemb'): 3 per-sample weights for 6 indices; give one weight per index"},
+      {"--weights " + dir_.file("f64.npy"), "holds dtype '<f8'; per-sample weights must be float32 ('<f4')"},
+      {"--weights " + dir_.file("w.npy") + " --pool mean",
+       "table 0 ('t.qemb'): per-sample weights need pool mode sum (as in PyTorch, mean takes none)"},
+  };
+  const std::string out = dir_.file("never.npy");
+  for (const auto& c : cases) {
+    auto r = run_command(kQemb + " run " + art_ + " --tokens-file " + dir_.file("ids.npy") + " --bags " +
+                         dir_.file("offsets.npy") + " " + c.args + " -o " + out + " 2>&1");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("qemb: error: invalid argument: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(out)) << c.args;
+  }
+}
+
+}  // namespace
+}  // namespace qemb
