@@ -108,5 +108,8 @@ Result<CompiledEmbedding> compile_rows(const RowSource& rows, const CompileOptio
 Result<CompiledEmbedding> compile_checkpoint(const std::string& checkpoint,
                                              const CompileOptions& options,
                                              const std::string& out_path);
+// The same compile kept in memory (nothing written): the graphs hold their
+// tables, e.g. for an exporter to another format.
+Result<CompiledEmbedding> compile_checkpoint(const std::string& checkpoint, const CompileOptions& options);
 
 }  // namespace qemb

@@ -531,12 +531,16 @@ Result<CompiledEmbedding> compile_rows(const RowSource& src, const CompileOption
   return compile_impl(src, options, target, source, &out);
 }
 
-Result<CompiledEmbedding> compile_checkpoint(const std::string& checkpoint,
-                                             const CompileOptions& options,
-                                             const std::string& out_path) {
-  if (same_file(checkpoint, out_path))
+namespace {
+
+// Opens the checkpoint, finds the embedding and the target, then compiles: into
+// `out_path` when given, else in memory. Every command that reads a checkpoint
+// comes through here, so each input format it learns serves them all.
+Result<CompiledEmbedding> compile_checkpoint_impl(const std::string& checkpoint, const CompileOptions& options,
+                                                  const std::string* out_path) {
+  if (out_path != nullptr && same_file(checkpoint, *out_path))
     return make_error(ErrorCode::kInvalidArgument,
-                      "the output '" + out_path + "' is the input checkpoint; choose another path");
+                      "the output '" + *out_path + "' is the input checkpoint; choose another path");
   QEMB_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(checkpoint));
   QEMB_ASSIGN_OR_RETURN(std::string name, find_embedding_tensor(file, options.tensor));
   const SafetensorsTensor* info = file.find(name);
@@ -545,12 +549,24 @@ Result<CompiledEmbedding> compile_checkpoint(const std::string& checkpoint,
                                                    "; qemb reads F32, F16 and BF16 embeddings");
   QEMB_ASSIGN_OR_RETURN(TargetVersion target, discover_target_version(options.qnn_sdk_version));
   TableSource source{checkpoint, name, info->dtype};
+  if (out_path == nullptr) return compile_rows(SafetensorsRows(file, *info), options, target, source);
   // Opened before the long part, so an unwritable path fails at once.
-  QEMB_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactStream> out, ArtifactStream::create(out_path));
+  QEMB_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactStream> out, ArtifactStream::create(*out_path));
   QEMB_ASSIGN_OR_RETURN(CompiledEmbedding compiled,
                         compile_rows(SafetensorsRows(file, *info), options, target, *out, source));
   QEMB_RETURN_IF_ERROR(out->finish(compiled.runtime_graph, compiled.metadata));
   return compiled;
+}
+
+}  // namespace
+
+Result<CompiledEmbedding> compile_checkpoint(const std::string& checkpoint, const CompileOptions& options,
+                                             const std::string& out_path) {
+  return compile_checkpoint_impl(checkpoint, options, &out_path);
+}
+
+Result<CompiledEmbedding> compile_checkpoint(const std::string& checkpoint, const CompileOptions& options) {
+  return compile_checkpoint_impl(checkpoint, options, nullptr);
 }
 
 }  // namespace qemb
