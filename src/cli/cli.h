@@ -21,6 +21,7 @@ void add_inspect_command(CLI::App& app, Action& run);
 void add_bench_command(CLI::App& app, Action& run);
 void add_eval_command(CLI::App& app, Action& run);
 void add_fakequant_command(CLI::App& app, Action& run);
+void add_export_onnx_command(CLI::App& app, Action& run);
 
 Result<Verify> parse_verify(const std::string& s);  // "full" | "header"
 

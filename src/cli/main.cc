@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   qemb::cli::add_bench_command(app, run);
   qemb::cli::add_eval_command(app, run);
   qemb::cli::add_fakequant_command(app, run);
+  qemb::cli::add_export_onnx_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

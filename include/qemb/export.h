@@ -1,0 +1,118 @@
+// Export of a compiled embedding to the deployment toolchains: an ONNX model
+// in QDQ form (QuantizeLinear/DequantizeLinear around float ops) for either
+// lowering pattern, and the quantization encodings as AIMET-format JSON for
+// the QNN converter's quantization overrides. Format and graphs:
+// docs/onnx-export.md.
+//
+// Built over the public compile API: a checkpoint is compiled in memory with
+// the same options as `qemb compile`, an artifact is read as written.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "qemb/artifact.h"
+#include "qemb/compiler.h"
+#include "qemb/lowering.h"
+#include "qemb/quantize.h"
+#include "qemb/status.h"
+
+namespace qemb {
+
+// False when this build has no ONNX support (libonnx-dev was not found);
+// export_onnx then fails with kUnsupported, saying so.
+bool onnx_export_available();
+
+// The opsets the exporter writes. uint16 QuantizeLinear/DequantizeLinear and
+// the INT4 type arrived in opset 21; opset 22 left them unchanged.
+inline constexpr int kOnnxDefaultOpset = 21;
+inline constexpr int kOnnxMinOpset = 21;
+inline constexpr int kOnnxMaxOpset = 22;
+// The newest ai.onnx opset this exporter knows of; above it an opset is unknown.
+inline constexpr int kOnnxNewestKnownOpset = 23;
+// Protobuf refuses messages of 2 GiB and more; the exporter writes no
+// external data, so a model must fit in one message.
+inline constexpr uint64_t kOnnxMaxModelBytes = (uint64_t{2} << 30) - 1;
+
+// The quantized embedding as the exporter needs it, from a compile or from an
+// artifact: the per-row weights and their scales (absent when an artifact
+// holds only the folded uint16 table), the legacy per-tensor scale, the
+// activation encoding and the folded table (when an artifact holds it).
+struct QuantizedEmbedding {
+  std::string node = "embedding";  // the lowering's node name N
+  Scheme scheme = Scheme::k16a4w;
+  Pattern pattern = Pattern::kOptimized;  // optimized | legacy
+  int64_t rows = 0, dim = 0;
+  std::vector<float> row_scales;  // empty when only `folded` is known
+  std::vector<int8_t> q;          // rows * dim, one value per element
+  float max_scale = 0.0f;         // legacy: s_max of the intermediate
+  ActivationEncoding act;
+  std::vector<uint16_t> folded;   // rows * dim, when read from a folded artifact
+  nlohmann::json provenance;      // the compile's metadata
+  bool has_weights() const { return !q.empty(); }
+};
+
+// From a compile (its lowered graph holds the weight; compile with
+// CompileMode::kFused so the weight bytes are kept) or an artifact's graph.
+Result<QuantizedEmbedding> quantized_embedding(const CompiledEmbedding& compiled);
+Result<QuantizedEmbedding> quantized_embedding(const LoadedArtifact& artifact);
+
+struct OnnxExportOptions {
+  int opset = kOnnxDefaultOpset;
+  // Optimized pattern only: a uint16 table initializer -> Gather ->
+  // DequantizeLinear instead of the weight -> DQ -> Q -> DQ -> Gather chain.
+  bool folded = false;
+  bool int32_indices = false;  // the `indices` input is int32 instead of int64
+  bool int4_weights = false;   // 4-bit weights as an INT4 initializer (opset >= 21)
+};
+
+// The uint16 table the optimized pattern folds into (q16(s_r * q) per element),
+// or the folded table itself when that is all `e` holds.
+std::vector<uint16_t> folded_table(const QuantizedEmbedding& e);
+
+// Checks that `options` can express `e` (opset, pattern, folded, INT4) before
+// anything is built, with errors that say what to change.
+Status check_onnx_export(const QuantizedEmbedding& e, const OnnxExportOptions& options);
+
+// The serialized ModelProto. Input `indices` (int64 or int32, [N]), output
+// `embedding` (float32, [N, D]); node and tensor names follow the lowering's.
+Result<std::string> onnx_model_bytes(const QuantizedEmbedding& e, const OnnxExportOptions& options);
+
+// The encodings (AIMET format, version "0.6.1") of the tensors the model
+// names: the per-channel weight as a param encoding, the activations.
+nlohmann::json onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptions& options);
+
+// True when the file starts with the .qemb magic (else it is read as a
+// checkpoint).
+bool looks_like_artifact(const std::string& path);
+
+struct OnnxExportRequest {
+  std::string input;  // a checkpoint or a .qemb artifact
+  // For a checkpoint: how to compile it (the mode is ignored). An artifact was
+  // compiled already: any of these set is an error.
+  CompileOptions compile;
+  bool compile_options_given = false;
+  OnnxExportOptions onnx;
+  std::string out_path;        // .onnx
+  std::string encodings_path;  // empty = no encodings file
+};
+
+struct OnnxExportSummary {
+  QuantizedEmbedding embedding;  // its tables cleared
+  bool from_artifact = false;
+  size_t model_bytes = 0;
+};
+
+// Reads the input, exports, and writes the model (and the encodings) each
+// atomically: on any error neither file appears and an existing one is kept.
+// Refuses an output that is the input or that names the same file twice.
+Result<OnnxExportSummary> export_onnx(const OnnxExportRequest& request);
+
+// The `qemb export-onnx` command line that exports an artifact.
+std::string onnx_export_command(const std::string& artifact_path, const LoadedArtifact& artifact);
+
+}  // namespace qemb

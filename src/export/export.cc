@@ -1,0 +1,287 @@
+// The exporter's format-neutral part: what a compile or an artifact holds, the
+// checks an export must pass, the encodings JSON and the file handling.
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "qemb/export.h"
+#include "qemb/file.h"
+
+namespace qemb {
+
+namespace {
+
+Error corrupt_graph(const std::string& what) {
+  return make_error(ErrorCode::kUnsupported,
+                    "the graph has no " + what + "; it is not an embedding qemb compiled, so it cannot be exported");
+}
+
+// Unpacks a SFIXED_POINT_8 tensor's storage (int8, or two nibbles a byte).
+std::vector<int8_t> unpack_weight(const Tensor& w, int64_t rows, int64_t dim) {
+  const int bits = w.encoding.bitwidth;
+  const size_t row_bytes = row_storage_bytes(DataType::kSFixedPoint8, bits, dim);
+  std::vector<int8_t> q(static_cast<size_t>(rows * dim));
+  const uint8_t* bytes = w.data->data();
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = bytes + static_cast<size_t>(r) * row_bytes;
+    int8_t* out = q.data() + static_cast<size_t>(r * dim);
+    if (bits == 4) {
+      for (int64_t j = 0; j < dim; ++j) out[j] = unpack_int4(row, j);
+    } else {
+      std::memcpy(out, row, static_cast<size_t>(dim));
+    }
+  }
+  return q;
+}
+
+Result<QuantizedEmbedding> from_graph(const Graph& g, const nlohmann::json& meta) {
+  QuantizedEmbedding e;
+  e.provenance = meta;
+  if (!meta.is_object() || !meta.contains("scheme") || !meta["scheme"].is_string() || !meta.contains("pattern") ||
+      !meta["pattern"].is_string())
+    return make_error(ErrorCode::kUnsupported,
+                      "the artifact's metadata names no scheme or pattern; recompile it with this qemb");
+  QEMB_ASSIGN_OR_RETURN(e.scheme, parse_scheme(meta["scheme"].get<std::string>()));
+  QEMB_ASSIGN_OR_RETURN(e.pattern, parse_pattern(meta["pattern"].get<std::string>()));
+  if (e.pattern == Pattern::kAuto)
+    return make_error(ErrorCode::kUnsupported, "the artifact's pattern is 'auto'; a compiled pattern is never auto");
+  if (meta.contains("node") && meta["node"].is_string()) e.node = meta["node"].get<std::string>();
+
+  const Tensor* weight = nullptr;
+  const Tensor* folded = nullptr;
+  const Tensor* output = nullptr;
+  for (const Tensor& t : g.tensors) {
+    if (t.kind == TensorKind::kStatic && t.dtype == DataType::kSFixedPoint8 && t.encoding.is_per_axis()) weight = &t;
+    if (t.kind == TensorKind::kStatic && t.dtype == DataType::kUFixedPoint16 && t.data && t.data->data()) folded = &t;
+    if (t.kind == TensorKind::kAppRead) output = &t;
+    if (e.pattern == Pattern::kLegacy && t.kind == TensorKind::kNative && t.dtype == DataType::kSFixedPoint8 &&
+        t.encoding.is_per_tensor())
+      e.max_scale = t.encoding.scale;
+  }
+  for (const Op& op : g.ops)
+    if (op.type == OpType::kRequantGather && op.intermediate) e.max_scale = op.intermediate->scale;
+  if (output == nullptr || !output->encoding.is_per_tensor() || output->dtype != DataType::kUFixedPoint16)
+    return corrupt_graph("uint16 output with a per-tensor encoding");
+  e.act.scale = output->encoding.scale;
+  e.act.zero_point = -output->encoding.offset;
+
+  const Tensor* table = weight != nullptr ? weight : folded;
+  if (table == nullptr) return corrupt_graph("per-row weight or folded uint16 table");
+  if (table->shape.size() != 2 || table->shape[0] <= 0 || table->shape[1] <= 0)
+    return corrupt_graph("2-D table");
+  e.rows = table->shape[0];
+  e.dim = table->shape[1];
+  if (weight != nullptr) {
+    if (weight->encoding.bitwidth != weight_bits(e.scheme))
+      return make_error(ErrorCode::kUnsupported, "the weight's bitwidth " + std::to_string(weight->encoding.bitwidth) +
+                                                     " does not match the scheme " + to_string(e.scheme));
+    if (weight->encoding.scales.size() != static_cast<size_t>(e.rows)) return corrupt_graph("scale per weight row");
+    if (weight->data && weight->data->data() != nullptr) {
+      e.row_scales = weight->encoding.scales;
+      e.q = unpack_weight(*weight, e.rows, e.dim);
+    }
+  }
+  if (folded != nullptr && !e.has_weights()) {
+    e.folded.resize(static_cast<size_t>(e.rows * e.dim));
+    if (folded->data->size() != e.folded.size() * 2) return corrupt_graph("folded table of the right size");
+    std::memcpy(e.folded.data(), folded->data->data(), e.folded.size() * 2);
+  }
+  if (!e.has_weights() && e.folded.empty())
+    return corrupt_graph("per-row weight data or folded uint16 table");
+  if (e.pattern == Pattern::kLegacy && !(e.max_scale > 0.0f))
+    return corrupt_graph("legacy intermediate (per-tensor) encoding");
+  return e;
+}
+
+// One encoding in the AIMET 0.6.1 layout: real = scale * (q + offset) over an
+// unsigned grid [0, 2^bitwidth - 1], so a symmetric signed b-bit encoding has
+// offset -2^(b-1).
+nlohmann::json aimet_encoding(float scale, int64_t offset, int bitwidth, bool symmetric) {
+  const int64_t levels = int64_t{1} << bitwidth;
+  return {{"bitwidth", bitwidth},
+          {"dtype", "int"},
+          {"is_symmetric", symmetric ? "True" : "False"},
+          {"max", static_cast<double>(scale) * static_cast<double>(levels - 1 + offset)},
+          {"min", static_cast<double>(scale) * static_cast<double>(offset)},
+          {"offset", offset},
+          {"scale", static_cast<double>(scale)}};
+}
+
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/+=:,@") ==
+                        std::string::npos)
+    return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+}  // namespace
+
+Result<QuantizedEmbedding> quantized_embedding(const CompiledEmbedding& compiled) {
+  return from_graph(compiled.lowered, compiled.metadata);
+}
+
+Result<QuantizedEmbedding> quantized_embedding(const LoadedArtifact& artifact) {
+  return from_graph(artifact.graph, artifact.metadata);
+}
+
+std::vector<uint16_t> folded_table(const QuantizedEmbedding& e) {
+  if (!e.has_weights()) return e.folded;
+  std::vector<uint16_t> t(e.q.size());
+  for (int64_t r = 0; r < e.rows; ++r)
+    for (int64_t j = 0; j < e.dim; ++j) {
+      const size_t k = static_cast<size_t>(r * e.dim + j);
+      t[k] = optimized_output(e.row_scales[static_cast<size_t>(r)], e.q[k], e.act);
+    }
+  return t;
+}
+
+Status check_onnx_export(const QuantizedEmbedding& e, const OnnxExportOptions& o) {
+  if (o.opset < 1)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "unknown opset " + std::to_string(o.opset) + ": ai.onnx opsets are numbered from 1");
+  if (o.opset > kOnnxMaxOpset)
+    return make_error(ErrorCode::kUnsupported,
+                      "unknown opset " + std::to_string(o.opset) + ": this exporter knows opsets " +
+                          std::to_string(kOnnxMinOpset) + " to " + std::to_string(kOnnxMaxOpset) +
+                          "; use --opset " + std::to_string(kOnnxDefaultOpset));
+  if (o.opset < kOnnxMinOpset)
+    return make_error(ErrorCode::kUnsupported,
+                      std::string("opset ") + std::to_string(o.opset) + " cannot express scheme " + to_string(e.scheme) +
+                          ": its uint16 activation needs QuantizeLinear/DequantizeLinear to uint16, which ONNX "
+                          "added in opset 21; use --opset 21");
+  if (o.folded && e.pattern == Pattern::kLegacy)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "--folded applies to the optimized pattern only: the legacy pattern's Convert follows its "
+                      "Gather, so there is no table to fold; drop --folded or use --pattern optimized");
+  if (o.int4_weights && weight_bits(e.scheme) != 4)
+    return make_error(ErrorCode::kInvalidArgument, std::string("--int4-weights needs 4-bit weights; scheme ") +
+                                                       to_string(e.scheme) + " has " +
+                                                       std::to_string(weight_bits(e.scheme)) + "-bit weights");
+  if (o.int4_weights && o.folded)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "--int4-weights applies to the weight initializer, which the folded form does not have; "
+                      "drop one of --int4-weights and --folded");
+  if (!e.has_weights() && !o.folded)
+    return make_error(ErrorCode::kUnsupported,
+                      "the artifact holds only the folded uint16 table (compiled with the optimized pattern and "
+                      "--mode materialize), not the per-row weights; export it with --folded, or export from the "
+                      "checkpoint or an artifact compiled with --mode fused");
+  const uint64_t n = static_cast<uint64_t>(e.rows) * static_cast<uint64_t>(e.dim);
+  const uint64_t table_bytes = o.folded ? 2 * n : (o.int4_weights ? (n + 1) / 2 : n);
+  if (table_bytes + 16 * static_cast<uint64_t>(e.rows) + 4096 > kOnnxMaxModelBytes)
+    return make_error(ErrorCode::kUnsupported,
+                      "the table (" + std::to_string(table_bytes) +
+                          " bytes as an initializer) would make the model exceed protobuf's 2 GiB message limit, "
+                          "and this exporter writes no external data; export a smaller table" +
+                          (o.folded ? std::string(" or drop --folded") : std::string()));
+  return Status::Ok();
+}
+
+nlohmann::json onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptions& o) {
+  using nlohmann::json;
+  const std::string& n = e.node;
+  const int bits = weight_bits(e.scheme);
+  const int64_t sym_offset = -(int64_t{1} << (bits - 1));
+  json act = json::array({aimet_encoding(e.act.scale, e.act.offset(), 16, false)});
+  json j;
+  j["version"] = "0.6.1";
+  j["activation_encodings"] = json::object();
+  j["param_encodings"] = json::object();
+  if (!o.folded) {
+    json per_channel = json::array();
+    for (float s : e.row_scales) per_channel.push_back(aimet_encoding(s, sym_offset, bits, true));
+    j["param_encodings"][n + "_weight"] = per_channel;
+    if (e.pattern == Pattern::kOptimized) {
+      j["activation_encodings"][n + "_convert"] = act;
+    } else {
+      json smax = json::array({aimet_encoding(e.max_scale, sym_offset, bits, true)});
+      j["activation_encodings"][n + "_intermediate_table"] = smax;
+      j["activation_encodings"][n + "_intermediate"] = smax;
+    }
+  }
+  j["activation_encodings"]["embedding"] = act;
+  j["excluded_layers"] = json::array();
+  j["quantizer_args"] = {{"activation_bitwidth", 16},
+                         {"dtypes", "int"},
+                         {"is_symmetric", false},
+                         {"param_bitwidth", bits},
+                         {"per_channel_quantization", true},
+                         {"quant_scheme", "post_training_tf"}};
+  return j;
+}
+
+bool looks_like_artifact(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[sizeof(kArtifactMagic)] = {};
+  in.read(magic, sizeof magic);
+  return in.gcount() == sizeof magic && std::memcmp(magic, kArtifactMagic, sizeof magic) == 0;
+}
+
+Result<OnnxExportSummary> export_onnx(const OnnxExportRequest& r) {
+  if (r.out_path.empty()) return make_error(ErrorCode::kInvalidArgument, "no output path: pass -o OUT.onnx");
+  for (const std::string* out : {&r.out_path, &r.encodings_path})
+    if (!out->empty() && same_file(r.input, *out))
+      return make_error(ErrorCode::kInvalidArgument,
+                        "the output '" + *out + "' is the input '" + r.input + "'; choose another path");
+  if (!r.encodings_path.empty() && same_file(r.out_path, r.encodings_path))
+    return make_error(ErrorCode::kInvalidArgument, "the model and the encodings would both be written to '" +
+                                                       r.out_path + "'; give --encodings its own path");
+  if (!onnx_export_available())
+    return make_error(ErrorCode::kUnsupported,
+                      "this qemb was built without ONNX export (CMake did not find libonnx-dev and "
+                      "libprotobuf-dev); install them and rebuild");
+
+  OnnxExportSummary summary;
+  QuantizedEmbedding e;
+  if (looks_like_artifact(r.input)) {
+    QEMB_ASSIGN_OR_RETURN(LoadedArtifact a, load_artifact(r.input));
+    QEMB_ASSIGN_OR_RETURN(e, quantized_embedding(a));
+    if (r.compile_options_given)
+      return make_error(ErrorCode::kInvalidArgument,
+                        "'" + r.input + "' is an artifact, compiled already (scheme " + to_string(e.scheme) +
+                            ", pattern " + to_string(e.pattern) +
+                            "); --tensor, --scheme, --pattern, --qnn-sdk-version and --calibration-tokens apply to "
+                            "a checkpoint: drop them, or export from the checkpoint");
+    summary.from_artifact = true;
+  } else {
+    CompileOptions c = r.compile;
+    c.mode = CompileMode::kFused;  // keeps the per-row weights the graph needs
+    QEMB_ASSIGN_OR_RETURN(CompiledEmbedding compiled, compile_checkpoint(r.input, c));
+    QEMB_ASSIGN_OR_RETURN(e, quantized_embedding(compiled));
+  }
+  QEMB_RETURN_IF_ERROR(check_onnx_export(e, r.onnx));
+  QEMB_ASSIGN_OR_RETURN(std::string model, onnx_model_bytes(e, r.onnx));
+
+  // Both files are complete under temporary names before either is renamed.
+  QEMB_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> model_file, AtomicFileWriter::create(r.out_path));
+  QEMB_RETURN_IF_ERROR(model_file->write(model.data(), model.size()));
+  std::unique_ptr<AtomicFileWriter> enc_file;
+  if (!r.encodings_path.empty()) {
+    QEMB_ASSIGN_OR_RETURN(enc_file, AtomicFileWriter::create(r.encodings_path));
+    const std::string text = onnx_encodings(e, r.onnx).dump(2) + "\n";
+    QEMB_RETURN_IF_ERROR(enc_file->write(text.data(), text.size()));
+  }
+  QEMB_RETURN_IF_ERROR(model_file->commit());
+  if (enc_file) QEMB_RETURN_IF_ERROR(enc_file->commit());
+  summary.model_bytes = model.size();
+  e.q.clear();
+  e.folded.clear();
+  e.row_scales.clear();
+  summary.embedding = std::move(e);
+  return summary;
+}
+
+std::string onnx_export_command(const std::string& artifact_path, const LoadedArtifact& artifact) {
+  auto e = quantized_embedding(artifact);
+  if (!e.ok()) return "";
+  std::string stem = artifact_path;
+  if (stem.size() > 5 && stem.compare(stem.size() - 5, 5, ".qemb") == 0) stem.resize(stem.size() - 5);
+  std::string cmd = "qemb export-onnx " + shell_quote(artifact_path);
+  if (!e->has_weights()) cmd += " --folded";
+  cmd += " --encodings " + shell_quote(stem + ".encodings.json") + " -o " + shell_quote(stem + ".onnx");
+  return cmd;
+}
+
+}  // namespace qemb
