@@ -1,8 +1,9 @@
-// Bad input, table-driven, across `qemb compile`, `qemb run`, `qemb inspect`
-// and the library calls the command line cannot reach. Every row must give a
-// clear message and a failing exit code (or error code), must not crash, and
-// must leave the folder exactly as it was: no output file, no
-// temporary, the input untouched, and an existing output file not clobbered.
+// Bad input, table-driven, across `qemb compile`, `qemb run`, `qemb inspect`,
+// `qemb export-onnx` and the library calls the command line cannot reach.
+// Every row must give a clear message and a failing exit code (or error
+// code), must not crash, and must leave the folder exactly as it was: no
+// output file, no temporary, the input untouched, and an existing output file
+// not clobbered.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -281,6 +282,50 @@ TEST_F(BadInput, CommandLineTable) {
        "run {art} --tokens-file {bad} -o {out}", "the token list is empty: there are no ids to look up"},
       {"token file that is a folder", nullptr, "", "run {art} --tokens-file {dir}/folder -o {out}",
        "it is a folder; give a regular file, a pipe or '-' for standard input"},
+      // -- export-onnx ---------------------------------------------------------
+      {"export-onnx at an opset without uint16 Q/DQ", nullptr, "",
+       "export-onnx {ckpt} --qnn-sdk-version 2.48 --opset 17 -o {out}",
+       "opset 17 cannot express scheme 16a4w: its uint16 activation needs QuantizeLinear/DequantizeLinear to uint16, "
+       "which ONNX added in opset 21; use --opset 21"},
+      {"export-onnx at an unknown opset", nullptr, "", "export-onnx {ckpt} --qnn-sdk-version 2.48 --opset 99 -o {out}",
+       "unknown opset 99: this exporter knows opsets 21 to 22; use --opset 21"},
+      {"export-onnx at opset 0", nullptr, "", "export-onnx {ckpt} --qnn-sdk-version 2.48 --opset 0 -o {out}",
+       "unknown opset 0: ai.onnx opsets are numbered from 1"},
+      {"export-onnx output equal to the input", nullptr, "", "export-onnx {ckpt} --qnn-sdk-version 2.48 -o {ckpt}",
+       "is the input '"},
+      {"export-onnx encodings equal to the input", nullptr, "",
+       "export-onnx {art} --folded --encodings {art} -o {out}", "is the input '"},
+      {"export-onnx encodings and model at one path", nullptr, "",
+       "export-onnx {ckpt} --qnn-sdk-version 2.48 --encodings {out} -o {out}",
+       "would both be written to"},
+      {"export-onnx output in a missing folder", nullptr, "",
+       "export-onnx {ckpt} --qnn-sdk-version 2.48 -o {dir}/no/such/m.onnx",
+       "check that the folder exists and is writable"},
+      {"export-onnx encodings in a missing folder (no model either)", nullptr, "",
+       "export-onnx {ckpt} --qnn-sdk-version 2.48 --encodings {dir}/no/such/e.json -o {out}",
+       "check that the folder exists and is writable"},
+      {"export-onnx --folded with the legacy pattern", nullptr, "",
+       "export-onnx {ckpt} --qnn-sdk-version 2.48 --pattern legacy --folded -o {out}",
+       "--folded applies to the optimized pattern only"},
+      {"export-onnx --int4-weights with 8-bit weights", nullptr, "",
+       "export-onnx {ckpt} --qnn-sdk-version 2.48 --scheme 16a8w --int4-weights -o {out}",
+       "--int4-weights needs 4-bit weights; scheme 16a8w has 8-bit weights"},
+      {"export-onnx of a materialized artifact without --folded", nullptr, "", "export-onnx {art} -o {out}",
+       "holds only the folded uint16 table"},
+      {"export-onnx of an artifact with compile options", nullptr, "", "export-onnx {art} --scheme 16a8w -o {out}",
+       "is an artifact, compiled already (scheme 16a4w, pattern optimized)"},
+      {"export-onnx of a corrupted artifact", [](B b) { return b.flipped_in(SectionKind::kData); }, "bad.qemb",
+       "export-onnx {bad} --folded -o {out}", "(DATA) checksum mismatch"},
+      {"export-onnx of a checkpoint that is not JSON", [](B) { return safetensors("{not json at all}", 0); },
+       "bad.safetensors", "export-onnx {bad} -o {out}", "header is not valid UTF-8 JSON"},
+      {"export-onnx with an unknown pattern", nullptr, "", "export-onnx {ckpt} --pattern fastest -o {out}",
+       "unknown pattern"},
+      {"export-onnx with a forced pattern the target refuses", nullptr, "",
+       "export-onnx {ckpt} --qnn-sdk-version 2.37 --pattern optimized -o {out}", "2.48"},
+      {"export-onnx output /dev/full", nullptr, "", "export-onnx {ckpt} --qnn-sdk-version 2.48 -o /dev/full",
+       "cannot write '/dev/full': No space left on device"},
+      {"export-onnx output that is a folder", nullptr, "", "export-onnx {ckpt} --qnn-sdk-version 2.48 -o {dir}/folder",
+       "/folder': it is a folder; give the output a file name"},
       // -- run / inspect: the artifact --------------------------------------
       {"empty artifact", [](B) { return std::string(); }, "bad.qemb", "run {bad} --tokens 1 -o {out}",
        "is 0 bytes, smaller than the 64-byte header"},
@@ -406,9 +451,10 @@ TEST_F(BadInput, CommandLineTable) {
     SCOPED_TRACE(c.what);
     const std::string bad = c.bad_name.empty() ? "" : dir_.file(c.bad_name);
     if (c.bad_bytes) write_file(bad, c.bad_bytes(*this));
-    const std::string out = dir_.file(c.args.find("run ") == 0         ? "out.npy"
-                                      : c.args.find("fakequant ") == 0 ? "out.safetensors"
-                                                                       : "out.qemb");
+    const std::string out = dir_.file(c.args.find("run ") == 0           ? "out.npy"
+                                      : c.args.find("fakequant ") == 0   ? "out.safetensors"
+                                      : c.args.find("export-onnx ") == 0 ? "out.onnx"
+                                                                         : "out.qemb");
     std::string args = c.args;
     for (auto [from, to] : {std::pair<std::string, std::string>{"{bad}", bad}, {"{ckpt}", ckpt_}, {"{art}", art_},
                             {"{out}", out}, {"{dir}", dir_.path().string()}})
