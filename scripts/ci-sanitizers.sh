@@ -21,7 +21,8 @@ cmake --build build-asan -j2
 built=$SECONDS
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-ctest --test-dir build-asan --output-on-failure -j2
+# The ONNX Runtime tests drive the sanitized qemb with the engine test.sh installed.
+QEMB_ORT_MODULES=$PWD/build/npm/node_modules ctest --test-dir build-asan --output-on-failure -j2
 echo "ci-sanitizers: ASan+UBSan build $((built - started)) s, tests $((SECONDS - built)) s"
 
 # -- TSan: the concurrency stress test and the streamed compile -----------------

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages qemb builds and tests with (run as root).
 # Pass --test to add what only the test stages need (Chromium for the report
-# test, clang for fuzzing and sanitizers).
+# test, clang for fuzzing and sanitizers, Node.js and npm for ONNX Runtime).
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config
           libhwy-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libpthreadpool-dev
+          libonnx-dev libprotobuf-dev
           libgtest-dev libgmock-dev libbenchmark-dev)
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(chromium clang-14 libclang-rt-14-dev)
+  # Any Node.js with npm will do (e.g. one already installed from elsewhere).
+  command -v npm >/dev/null || packages+=(nodejs npm)
 fi
 missing=()
 for p in "${packages[@]}"; do

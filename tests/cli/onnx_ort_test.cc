@@ -42,6 +42,14 @@ std::string ort_missing() {
   if (!std::filesystem::exists(pkg))
     return "onnxruntime-node is not installed in " + ort_modules() +
            " (scripts/test.sh installs it: npm install --ignore-scripts onnxruntime-node)";
+  const std::string text = qemb::testing::read_text(pkg);
+  const size_t at = text.find("\"version\": \"");
+  int major = 0, minor = 0;
+  if (at == std::string::npos || std::sscanf(text.c_str() + at + 12, "%d.%d", &major, &minor) != 2)
+    return "cannot read onnxruntime-node's version from " + pkg;
+  if (major < 1 || (major == 1 && minor < 18))
+    return "onnxruntime-node " + std::to_string(major) + "." + std::to_string(minor) +
+           " predates opset 21 (uint16 QuantizeLinear/DequantizeLinear), which needs 1.18 or newer";
   return "";
 }
 
