@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "cli/cli.h"
+#include "qemb/export.h"
 #include "qemb/inspect.h"
 #include "qemb/runtime.h"
 
@@ -21,10 +22,15 @@ void add_inspect_command(CLI::App& app, Action& run) {
       RuntimeOptions options;
       QEMB_ASSIGN_OR_RETURN(options.verify, parse_verify(f->verify));
       QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(f->artifact, options));
+      // How to hand this artifact to the ONNX toolchains (qemb export-onnx).
+      const std::string export_command = onnx_export_command(f->artifact, rt->artifact());
       if (f->json) {
-        std::printf("%s\n", describe_artifact(*rt).dump(2).c_str());
+        nlohmann::json j = describe_artifact(*rt);
+        j["export_onnx_command"] = export_command;
+        std::printf("%s\n", j.dump(2).c_str());
       } else {
         std::printf("%s", describe_artifact_text(*rt).c_str());
+        std::printf("export:       %s\n", export_command.c_str());
       }
       return Status::Ok();
     };

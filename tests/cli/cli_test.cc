@@ -89,6 +89,32 @@ TEST_F(Cli, InspectJsonHasTheDocumentedKeys) {
     for (const char* key : {"name", "kind", "dtype", "shape", "encoding"}) EXPECT_TRUE(t.contains(key)) << key;
 }
 
+// inspect names the export-onnx command for the artifact, and that command works
+// (a materialized optimized artifact holds only the folded table: --folded).
+TEST_F(Cli, InspectShowsTheCommandThatExportsTheArtifact) {
+  for (const char* mode : {"fused", "materialize"}) {
+    SCOPED_TRACE(mode);
+    const std::string stem = dir_.file(std::string("a_") + mode);
+    ASSERT_EQ(run_command(q("compile " + ckpt_ + " --qnn-sdk-version 2.48 --quiet --mode " + mode + " -o " + stem +
+                            ".qemb"))
+                  .exit_code,
+              0);
+    const std::string want = "qemb export-onnx " + stem + ".qemb" +
+                             (std::string(mode) == "materialize" ? " --folded" : "") + " --encodings " + stem +
+                             ".encodings.json -o " + stem + ".onnx";
+    auto r = run_command(q("inspect " + stem + ".qemb"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("\nexport:       " + want + "\n"), std::string::npos) << r.out;
+    r = run_command(q("inspect " + stem + ".qemb --json"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["export_onnx_command"], want);
+    r = run_command(kQemb + want.substr(4));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_TRUE(std::filesystem::exists(stem + ".onnx"));
+    EXPECT_TRUE(std::filesystem::exists(stem + ".encodings.json"));
+  }
+}
+
 TEST_F(Cli, RunWritesNpyOfTheRightShapeAndType) {
   const std::string art = dir_.file("a.qemb");
   ASSERT_EQ(run_command(q("compile " + ckpt_ + " --qnn-sdk-version 2.48 -o " + art)).exit_code, 0);
