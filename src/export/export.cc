@@ -203,11 +203,13 @@ nlohmann::json onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptio
   }
   j["activation_encodings"]["embedding"] = act;
   j["excluded_layers"] = json::array();
+  // The 0.6.1 spec types is_symmetric and per_channel_quantization as strings;
+  // is_symmetric describes the parameters (the activation is asymmetric).
   j["quantizer_args"] = {{"activation_bitwidth", 16},
-                         {"dtypes", "int"},
-                         {"is_symmetric", false},
+                         {"dtype", "int"},
+                         {"is_symmetric", "True"},
                          {"param_bitwidth", bits},
-                         {"per_channel_quantization", true},
+                         {"per_channel_quantization", "True"},
                          {"quant_scheme", "post_training_tf"}};
   return j;
 }

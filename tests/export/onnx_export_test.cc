@@ -127,6 +127,13 @@ TEST(OnnxExport, EncodingsAreAimetFormat) {
     const QuantizedEmbedding e = compiled(Scheme::k16a4w, p, table);
     const nlohmann::json j = onnx_encodings(e, {});
     EXPECT_EQ(j["version"], "0.6.1");
+    EXPECT_EQ(j["quantizer_args"], nlohmann::json({{"activation_bitwidth", 16},
+                                                   {"dtype", "int"},
+                                                   {"is_symmetric", "True"},
+                                                   {"param_bitwidth", 4},
+                                                   {"per_channel_quantization", "True"},
+                                                   {"quant_scheme", "post_training_tf"}}));
+    EXPECT_EQ(j["excluded_layers"], nlohmann::json::array());
     const nlohmann::json& w = j["param_encodings"]["embedding_weight"];
     ASSERT_EQ(w.size(), static_cast<size_t>(kRows));
     for (int64_t r = 0; r < kRows; ++r) {
