@@ -2,6 +2,7 @@
 
 #include "cli/cli.h"
 #include "qemb/export.h"
+#include "qemb/file.h"
 #include "qemb/tokens.h"
 
 namespace qemb::cli {
@@ -56,14 +57,16 @@ void add_export_onnx_command(CLI::App& app, Action& run) {
                                 !f->sdk_version.empty() || !f->calibration.empty();
       QEMB_ASSIGN_OR_RETURN(OnnxExportSummary s, export_onnx(r));
       if (!f->quiet) {
+        // Standard error when either file goes to standard output.
+        std::FILE* out = summary_stream(f->encodings == kStdioPath ? f->encodings : f->out);
         const QuantizedEmbedding& e = s.embedding;
-        std::printf("%s: %s [%lld x %lld], %s pattern%s, opset %d\n", s.from_artifact ? "artifact" : "checkpoint",
-                    to_string(e.scheme), static_cast<long long>(e.rows), static_cast<long long>(e.dim),
-                    to_string(e.pattern), f->folded ? " (folded)" : "", f->opset);
+        std::fprintf(out, "%s: %s [%lld x %lld], %s pattern%s, opset %d\n",
+                     s.from_artifact ? "artifact" : "checkpoint", to_string(e.scheme), static_cast<long long>(e.rows),
+                     static_cast<long long>(e.dim), to_string(e.pattern), f->folded ? " (folded)" : "", f->opset);
         if (!s.from_artifact && e.provenance.contains("pattern_reason"))
-          std::printf("pattern: %s\n", e.provenance["pattern_reason"].get<std::string>().c_str());
-        std::printf("wrote %s (%zu bytes)\n", f->out.c_str(), s.model_bytes);
-        if (!f->encodings.empty()) std::printf("wrote %s\n", f->encodings.c_str());
+          std::fprintf(out, "pattern: %s\n", e.provenance["pattern_reason"].get<std::string>().c_str());
+        std::fprintf(out, "wrote %s (%zu bytes)\n", f->out.c_str(), s.model_bytes);
+        if (!f->encodings.empty()) std::fprintf(out, "wrote %s\n", f->encodings.c_str());
       }
       return Status::Ok();
     };

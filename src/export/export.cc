@@ -1,8 +1,11 @@
 // The exporter's format-neutral part: what a compile or an artifact holds, the
 // checks an export must pass, the encodings JSON and the file handling.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
-#include <fstream>
 
 #include "qemb/export.h"
 #include "qemb/file.h"
@@ -215,10 +218,17 @@ nlohmann::json onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptio
 }
 
 bool looks_like_artifact(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  // Non-blocking, and only a regular file: a FIFO must not wait for a writer
+  // here (the checkpoint reader then refuses it with a clear message).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
   char magic[sizeof(kArtifactMagic)] = {};
-  in.read(magic, sizeof magic);
-  return in.gcount() == sizeof magic && std::memcmp(magic, kArtifactMagic, sizeof magic) == 0;
+  const bool is_artifact = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                           ::pread(fd, magic, sizeof magic, 0) == static_cast<ssize_t>(sizeof magic) &&
+                           std::memcmp(magic, kArtifactMagic, sizeof magic) == 0;
+  ::close(fd);
+  return is_artifact;
 }
 
 Result<OnnxExportSummary> export_onnx(const OnnxExportRequest& r) {

@@ -1,7 +1,8 @@
 // Where outputs go and where inputs come from, for every command that writes
-// a file (compile, run, fakequant, eval --report): devices, FIFOs, standard
-// output, folders, sockets, links, a full and a read-only file system, long
-// names and modes; token files from pipes; run's shapes, JSON and streaming.
+// a file (compile, run, fakequant, eval --report, export-onnx): devices, FIFOs,
+// standard output, folders, sockets, links, a full and a read-only file
+// system, long names and modes; token files from pipes; run's shapes, JSON and
+// streaming.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -73,6 +74,7 @@ class Outputs : public ::testing::Test {
         {"run", "run " + art_ + " --tokens-file " + ids_ + " -o {out}"},
         {"fakequant", "fakequant " + ckpt_ + " --scheme 16a8w --qnn-sdk-version 2.48 -o {out}"},
         {"eval --report", "eval " + ckpt_ + " --qnn-sdk-version 2.48 --report {out}"},
+        {"export-onnx", "export-onnx " + ckpt_ + " --qnn-sdk-version 2.48 -o {out}"},
     };
     // What each command writes to a regular file: the reference for streams.
     for (const Writer& w : writers_) {
@@ -289,7 +291,8 @@ TEST_F(Outputs, AFifoAsACheckpointOrArtifactIsRefusedAtOnce) {
   // `timeout`: before, each of these waited in open() for a writer forever.
   for (const std::string& args :
        {"run " + fifo + " --tokens 1", "inspect " + fifo, "bench " + fifo, "compile " + fifo + " -o " + dir_.file("o"),
-        "eval " + fifo, "fakequant " + fifo + " --scheme 16a8w -o " + dir_.file("o")}) {
+        "eval " + fifo, "fakequant " + fifo + " --scheme 16a8w -o " + dir_.file("o"),
+        "export-onnx " + fifo + " -o " + dir_.file("o")}) {
     SCOPED_TRACE(args);
     auto r = run_command("timeout 60 " + q(args));
     EXPECT_EQ(r.exit_code, 1) << r.out;
