@@ -1,5 +1,6 @@
-// `qemb bench`: the artifact's own runtime kernel on random ids, measured in
-// the same run as a memcpy gather of the same stored row bytes (the roofline).
+// `qemb bench`: the artifact's own runtime kernel on random ids (plain or
+// pooled lookups), measured in the same run as a memcpy gather of the same
+// stored row bytes (the roofline).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,9 @@ struct BenchOptions {
   double min_seconds = 0.5;  // per measurement
   uint64_t seed = 42;
   size_t hot_set = 1024;  // distinct ids a hot run cycles through
+  // > 0: pooled lookups (embedding_bags, sum) of `batch` bags of this many ids
+  // each; rates then count ids pooled, and the output is float32.
+  size_t pooling = 0;
 };
 
 struct BenchResult {
@@ -28,6 +32,7 @@ struct BenchResult {
   double baseline_rows_per_s = 0, baseline_bytes_per_s = 0;
   size_t row_bytes_read = 0, row_bytes_written = 0, baseline_row_bytes = 0;
   double ratio = 0;  // rows_per_s / baseline_rows_per_s
+  size_t pooling = 0;  // ids per bag; 0 for plain lookups
   nlohmann::json to_json() const;
 };
 

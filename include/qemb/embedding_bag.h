@@ -84,6 +84,10 @@ Status embedding_bags(std::span<const TableBags> tables, float* out);
 // The same, writing float16 or bfloat16 bits.
 Status embedding_bags(std::span<const TableBags> tables, BagOutputType type, uint16_t* out);
 
+// The pooled kernel a runtime uses with its instruction set, e.g.
+// "requant_bag_s4_i64[AVX3]" (int64 ids), or "reference_interpreter".
+std::string bag_kernel_name(const EmbeddingRuntime& runtime);
+
 // One table: out[B][D].
 inline Status embedding_bag(const TableBags& bags, float* out) {
   return embedding_bags(std::span<const TableBags>(&bags, 1), out);

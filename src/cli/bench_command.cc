@@ -8,16 +8,18 @@ namespace qemb::cli {
 void add_bench_command(CLI::App& app, Action& run) {
   struct Flags {
     std::string artifact, verify = "header";
-    size_t batch = 2048;
+    size_t batch = 2048, pooling = 20;
     int threads = 1;
-    bool cold = false, json = false, dequantize = false;
+    bool cold = false, json = false, dequantize = false, bags = false;
     double seconds = 0.5;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
       "bench", "Measure the artifact's lookup kernel against a memcpy gather in the same run");
   cmd->add_option("artifact", f->artifact, ".qemb artifact")->required();
-  cmd->add_option("--batch", f->batch, "ids per lookup")->capture_default_str();
+  cmd->add_option("--batch", f->batch, "ids per lookup (bags per call with --bags)")->capture_default_str();
+  cmd->add_flag("--bags", f->bags, "pooled lookups (EmbeddingBag, sum): --batch bags of --pooling ids");
+  cmd->add_option("--pooling", f->pooling, "ids per bag with --bags")->capture_default_str();
   cmd->add_option("--threads", f->threads, "threads (0 = one per core)")->capture_default_str();
   cmd->add_flag("--cold", f->cold, "fresh random ids over the whole table (default: a hot set of 1024 ids)");
   cmd->add_flag("--dequantize", f->dequantize, "float32 output");
@@ -30,14 +32,26 @@ void add_bench_command(CLI::App& app, Action& run) {
       QEMB_ASSIGN_OR_RETURN(ro.verify, parse_verify(f->verify));
       ro.threads = f->threads;
       QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(f->artifact, ro));
+      if (f->bags && f->pooling == 0)
+        return make_error(ErrorCode::kInvalidArgument, "--pooling must be at least 1");
+      if (f->bags && f->dequantize)
+        return make_error(ErrorCode::kInvalidArgument, "--bags pools into float32 already; drop --dequantize");
       BenchOptions bo;
       bo.batch = f->batch;
+      bo.pooling = f->bags ? f->pooling : 0;
       bo.cold = f->cold;
       bo.dequantize = f->dequantize;
       bo.min_seconds = f->seconds;
       QEMB_ASSIGN_OR_RETURN(BenchResult r, run_bench(*rt, bo));
       if (f->json) {
         std::printf("%s\n", r.to_json().dump(2).c_str());
+      } else if (f->bags) {
+        std::printf("kernel:   %s (%d thread%s, %zu bags of %zu ids, %s, float32 output)\n", r.kernel.c_str(),
+                    r.threads, r.threads == 1 ? "" : "s", r.batch, r.pooling, r.cold ? "cold" : "hot");
+        std::printf("kernel:   %.3g ids/s pooled  %.3g GB/s of rows read\n", r.rows_per_s, r.bytes_per_s / 1e9);
+        std::printf("memcpy:   %.3g rows/s  %.3g GB/s (gather of the same %zu stored bytes a row, discarded)\n",
+                    r.baseline_rows_per_s, r.baseline_bytes_per_s / 1e9, r.baseline_row_bytes);
+        std::printf("ratio:    %.2fx\n", r.ratio);
       } else {
         std::printf("kernel:   %s (%d thread%s, batch %zu, %s, %s output)\n", r.kernel.c_str(), r.threads,
                     r.threads == 1 ? "" : "s", r.batch, r.cold ? "cold" : "hot", f->dequantize ? "float32" : "uint16");

@@ -417,9 +417,16 @@ struct RowPrefetch {
   const float* scales;  // nullptr for the uint16 table
 };
 
-template <typename Id, class AddRow>
+// Runs finish(out row) once a bag's ids are in, when at least one counted:
+// kernels that accumulate columns in their own order put them back there.
+struct NoFinish {
+  void operator()(float*) const {}
+};
+
+template <typename Id, class AddRow, class Finish = NoFinish>
 HWY_INLINE void PoolBags(size_t dim, const Id* HWY_RESTRICT ids, const BagParams& bag,
-                         float* HWY_RESTRICT out, const RowPrefetch& prefetch, AddRow&& add_row) {
+                         float* HWY_RESTRICT out, const RowPrefetch& prefetch, AddRow&& add_row,
+                         Finish&& finish = Finish()) {
   using DF = hn::ScalableTag<float>;
   const DF df;
   const size_t NF = hn::Lanes(df);
@@ -443,6 +450,7 @@ HWY_INLINE void PoolBags(size_t dim, const Id* HWY_RESTRICT ids, const BagParams
       add_row(static_cast<size_t>(id), weighted, weighted ? bag.weights[i] : 1.0f, o);
       ++count;
     }
+    if (count > 0) finish(o);
     if (bag.mean && count > 0) {
       const float c = static_cast<float>(count);
       const auto vc = hn::Set(df, c);
@@ -538,7 +546,10 @@ HWY_INLINE void BuildFloatLut(float row_scale, bool weighted, float w,
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 #define QEMB_BAG_FLOAT_LUT 1
 // 16 float lanes hold the whole per-row table: one permute looks up 16
-// columns. Returns the next column.
+// columns. Port 5 (every shuffle) is the limit, so each group of 32 columns
+// is accumulated as its 16 even columns then its 16 odd ones, straight from
+// the bytes' low and high nibbles with no interleave; UnpermuteS4Lut16 puts
+// the bag's row back in column order once. Returns the next column.
 HWY_INLINE size_t AccumulateS4Lut16(const uint8_t* HWY_RESTRICT row, size_t dim,
                                     const float* HWY_RESTRICT lut, float* HWY_RESTRICT o) {
   const hn::Full512<float> df;
@@ -546,23 +557,30 @@ HWY_INLINE size_t AccumulateS4Lut16(const uint8_t* HWY_RESTRICT row, size_t dim,
   const hn::Full512<int32_t> di32;
   const hn::Full128<uint8_t> d8;
   const auto table = hn::Load(df, lut);
-  // Each byte appears twice: lane 2k keeps its low nibble (column 2k), lane
-  // 2k + 1 shifts out the low one to keep the high nibble (column 2k + 1).
-  alignas(64) static constexpr uint32_t kShifts[16] = {0, 4, 0, 4, 0, 4, 0, 4,
-                                                       0, 4, 0, 4, 0, 4, 0, 4};
-  const auto shifts = hn::Load(du32, kShifts);
   const auto nibble = hn::Set(du32, 15);
   size_t j = 0;
   for (; j + 32 <= dim; j += 32) {
-    const auto packed = hn::LoadU(d8, row + j / 2);
-    const auto idx_a = hn::And(hn::PromoteTo(du32, hn::InterleaveLower(d8, packed, packed)) >> shifts, nibble);
-    const auto idx_b = hn::And(hn::PromoteTo(du32, hn::InterleaveUpper(d8, packed, packed)) >> shifts, nibble);
-    const auto ya = hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::BitCast(di32, idx_a)));
-    const auto yb = hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::BitCast(di32, idx_b)));
-    hn::StoreU(hn::Add(hn::LoadU(df, o + j), ya), df, o + j);
-    hn::StoreU(hn::Add(hn::LoadU(df, o + j + 16), yb), df, o + j + 16);
+    const auto bytes = hn::PromoteTo(du32, hn::LoadU(d8, row + j / 2));
+    const auto even = hn::And(bytes, nibble);
+    const auto odd = hn::ShiftRight<4>(bytes);
+    const auto ye = hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::BitCast(di32, even)));
+    const auto yo = hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::BitCast(di32, odd)));
+    hn::StoreU(hn::Add(hn::LoadU(df, o + j), ye), df, o + j);
+    hn::StoreU(hn::Add(hn::LoadU(df, o + j + 16), yo), df, o + j + 16);
   }
   return j;
+}
+
+// Columns [32g, 32g + 32) were held as 16 even then 16 odd: interleave them.
+HWY_INLINE void UnpermuteS4Lut16(size_t dim, float* HWY_RESTRICT o) {
+  const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  for (size_t j = 0; j + 32 <= dim; j += 32) {
+    const __m512 even = _mm512_loadu_ps(o + j);
+    const __m512 odd = _mm512_loadu_ps(o + j + 16);
+    _mm512_storeu_ps(o + j, _mm512_permutex2var_ps(even, first, odd));
+    _mm512_storeu_ps(o + j + 16, _mm512_permutex2var_ps(even, second, odd));
+  }
 }
 #else
 #define QEMB_BAG_FLOAT_LUT 0
@@ -661,6 +679,13 @@ HWY_INLINE void RequantBagS4(const RequantGatherParams& p, const Id* ids, const 
           const uint8_t byte = row[j / 2];
           o[j] = o[j] + lut[(j & 1) ? (byte >> 4) : (byte & 0x0F)];
         }
+      },
+      [&](float* HWY_RESTRICT o) {
+#if QEMB_BAG_FLOAT_LUT
+        UnpermuteS4Lut16(dim, o);
+#else
+        (void)o;
+#endif
       });
 }
 

@@ -8,6 +8,8 @@
 #include <random>
 #include <vector>
 
+#include "qemb/embedding_bag.h"
+
 namespace qemb {
 
 nlohmann::json BenchResult::to_json() const {
@@ -23,7 +25,8 @@ nlohmann::json BenchResult::to_json() const {
           {"row_bytes_read", row_bytes_read},
           {"row_bytes_written", row_bytes_written},
           {"baseline_row_bytes", baseline_row_bytes},
-          {"ratio", ratio}};
+          {"ratio", ratio},
+          {"pooling", pooling}};
 }
 
 namespace {
@@ -47,11 +50,16 @@ struct MemcpyGather {
   StoredTable table;
   const int64_t* ids;
   uint8_t* out;
+  // Pooled lookups write no rows: the copies go to a few scratch rows per
+  // task, discarded, so the roofline reads the same bytes and writes little.
+  bool discard = false;
   static void task(void* ctx, size_t begin, size_t count) {
     auto* self = static_cast<const MemcpyGather*>(ctx);
     const size_t rb = self->table.row_bytes;
-    for (size_t i = begin; i < begin + count; ++i)
-      std::memcpy(self->out + i * rb, self->table.data + static_cast<size_t>(self->ids[i]) * rb, rb);
+    for (size_t i = begin; i < begin + count; ++i) {
+      uint8_t* dst = self->out + (self->discard ? begin + i % 16 : i) * rb;
+      std::memcpy(dst, self->table.data + static_cast<size_t>(self->ids[i]) * rb, rb);
+    }
   }
 };
 
@@ -70,10 +78,21 @@ double measure(double min_seconds, size_t batches, Step step) {
   return static_cast<double>(iterations) / elapsed;
 }
 
+Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOptions& options);
+
 }  // namespace
 
 Result<BenchResult> run_bench(const EmbeddingRuntime& runtime, const BenchOptions& options) {
   if (options.batch == 0) return make_error(ErrorCode::kInvalidArgument, "--batch must be at least 1");
+  const size_t bags = options.batch;
+  BenchOptions o = options;
+  if (o.pooling > 0) o.batch = bags * o.pooling;  // ids per step
+  return run_bench_ids(runtime, o);
+}
+
+namespace {
+
+Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOptions& options) {
   QEMB_ASSIGN_OR_RETURN(StoredTable table, stored_table(runtime.artifact().graph));
   const int64_t vocab = runtime.vocab_size();
   const size_t dim = static_cast<size_t>(runtime.dim());
@@ -118,14 +137,29 @@ Result<BenchResult> run_bench(const EmbeddingRuntime& runtime, const BenchOption
   (void)sink;
 
   Status failure;
+  // Pooled: `batch` bags of `pooling` ids; the lookups below then count ids.
+  std::vector<int64_t> offsets;
+  std::vector<float> pooled;
+  if (options.pooling > 0) {
+    for (size_t b = 0; b <= batch / options.pooling; ++b) offsets.push_back(static_cast<int64_t>(b * options.pooling));
+    pooled.resize((batch / options.pooling) * dim);
+  }
   auto kernel_step = [&](size_t b) {
     std::span<const int64_t> span(ids.data() + b * batch, batch);
-    Status s = options.dequantize ? runtime.lookup_dequantized(span, out32.data())
-                                  : runtime.lookup(span, out16.data());
+    Status s;
+    if (options.pooling > 0) {
+      TableBags t;
+      t.table = &runtime;
+      t.indices = span;
+      t.boundaries = std::span<const int64_t>(offsets);
+      s = embedding_bag(t, pooled.data());
+    } else {
+      s = options.dequantize ? runtime.lookup_dequantized(span, out32.data()) : runtime.lookup(span, out16.data());
+    }
     if (!s.ok()) failure = s;
   };
   auto baseline_step = [&](size_t b) {
-    MemcpyGather g{table, ids.data() + b * batch, copy.data()};
+    MemcpyGather g{table, ids.data() + b * batch, copy.data(), options.pooling > 0};
     if (pool && batch >= 128) {
       pthreadpool_parallelize_1d_tile_1d(pool, &MemcpyGather::task, &g, batch,
                                          std::max<size_t>(64, batch / (4 * runtime.threads())), 0);
@@ -148,7 +182,16 @@ Result<BenchResult> run_bench(const EmbeddingRuntime& runtime, const BenchOption
   r.baseline_rows_per_s = baseline_batches_per_s * static_cast<double>(batch);
   r.baseline_bytes_per_s = r.baseline_rows_per_s * static_cast<double>(table.row_bytes);
   r.ratio = r.rows_per_s / r.baseline_rows_per_s;
+  if (options.pooling > 0) {
+    r.pooling = options.pooling;
+    r.batch = batch / options.pooling;  // bags
+    r.kernel = bag_kernel_name(runtime);
+    r.row_bytes_written = 0;  // B rows of D floats for batch * pooling ids
+    r.bytes_per_s = r.rows_per_s * static_cast<double>(table.row_bytes);
+  }
   return r;
 }
+
+}  // namespace
 
 }  // namespace qemb

@@ -345,6 +345,21 @@ Status pool_tables(std::span<const TableBags> tables, float* out32, uint16_t* ou
 
 }  // namespace
 
+std::string bag_kernel_name(const EmbeddingRuntime& runtime) {
+  const EmbeddingRuntime::Impl& impl = runtime_impl(runtime);
+  if (impl.plan.kind == ExecutionPlan::Kind::kInterpreted) return "reference_interpreter";
+  GatherKernel k = GatherKernel::bag_u16_i64;
+  if (impl.plan.kind == ExecutionPlan::Kind::kRequant) {
+    switch (impl.plan.u16_kernel) {
+      case GatherKernel::requant_gather_s4_u16: k = GatherKernel::requant_bag_s4_i64; break;
+      case GatherKernel::requant_gather_s8_u16: k = GatherKernel::requant_bag_s8_i64; break;
+      case GatherKernel::legacy_gather_s4_u16: k = GatherKernel::legacy_bag_s4_i64; break;
+      default: k = GatherKernel::legacy_bag_s8_i64; break;
+    }
+  }
+  return kernel_name(*impl.kernels, k);
+}
+
 Status embedding_bags(std::span<const TableBags> tables, float* out) {
   return pool_tables(tables, out, nullptr, BagOutputType::kFloat32);
 }
