@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "qemb/compiler.h"
 #include "qemb/embedding_bag.h"
 #include "qemb/npy.h"
@@ -122,6 +124,25 @@ TEST_F(RunBags, PrintsOneRowPerBagWithoutAnOutput) {
   // Both bags hold row 0 once: the same printed row.
   const size_t nl = r.out.find('\n');
   EXPECT_EQ(r.out.substr(3, nl - 3), r.out.substr(nl + 4, r.out.find('\n', nl + 1) - nl - 4)) << r.out;
+}
+
+// qemb bench --bags: the pooled kernel against the memcpy gather, as JSON.
+// (Only the shape of the answer: speed itself is not a unit test.)
+TEST_F(RunBags, BenchPoolsBagsAndReportsTheRatio) {
+  auto r = run_command(kQemb + " bench " + art_ + " --bags --pooling 3 --batch 8 --seconds 0.01 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["pooling"], 3);
+  EXPECT_EQ(j["batch"], 8);
+  EXPECT_EQ(j["kernel"].get<std::string>().rfind("bag_u16_i64[", 0), 0u) << j["kernel"];  // materialized
+  EXPECT_GT(j["rows_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["ratio"].get<double>(), 0.0);
+  r = run_command(kQemb + " bench " + art_ + " --bags --pooling 0 2>&1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--pooling must be at least 1"), std::string::npos) << r.out;
+  r = run_command(kQemb + " bench " + art_ + " --bags --dequantize 2>&1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("--bags pools into float32 already; drop --dequantize"), std::string::npos) << r.out;
 }
 
 // Bad weights (the bad-input table takes one bad file a row; these need a good
