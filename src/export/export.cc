@@ -240,10 +240,7 @@ Result<OnnxExportSummary> export_onnx(const OnnxExportRequest& r) {
   if (!r.encodings_path.empty() && same_file(r.out_path, r.encodings_path))
     return make_error(ErrorCode::kInvalidArgument, "the model and the encodings would both be written to '" +
                                                        r.out_path + "'; give --encodings its own path");
-  if (!onnx_export_available())
-    return make_error(ErrorCode::kUnsupported,
-                      "this qemb was built without ONNX export (CMake did not find libonnx-dev and "
-                      "libprotobuf-dev); install them and rebuild");
+  if (!onnx_export_available()) return onnx_model_bytes({}, {}).error();  // says how to get it
 
   OnnxExportSummary summary;
   QuantizedEmbedding e;

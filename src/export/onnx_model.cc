@@ -18,8 +18,8 @@ bool onnx_export_available() { return false; }
 
 Result<std::string> onnx_model_bytes(const QuantizedEmbedding&, const OnnxExportOptions&) {
   return make_error(ErrorCode::kUnsupported,
-                    "this qemb was built without ONNX export (CMake did not find libonnx-dev and libprotobuf-dev); "
-                    "install them and rebuild");
+                    "this qemb was built without ONNX export (QEMB_ONNX_EXPORT=OFF, or libonnx-dev and "
+                    "libprotobuf-dev missing); install them and rebuild");
 }
 
 #else

@@ -282,6 +282,7 @@ TEST_F(BadInput, CommandLineTable) {
        "run {art} --tokens-file {bad} -o {out}", "the token list is empty: there are no ids to look up"},
       {"token file that is a folder", nullptr, "", "run {art} --tokens-file {dir}/folder -o {out}",
        "it is a folder; give a regular file, a pipe or '-' for standard input"},
+#ifdef QEMB_HAVE_ONNX
       // -- export-onnx ---------------------------------------------------------
       {"export-onnx at an opset without uint16 Q/DQ", nullptr, "",
        "export-onnx {ckpt} --qnn-sdk-version 2.48 --opset 17 -o {out}",
@@ -326,6 +327,10 @@ TEST_F(BadInput, CommandLineTable) {
        "cannot write '/dev/full': No space left on device"},
       {"export-onnx output that is a folder", nullptr, "", "export-onnx {ckpt} --qnn-sdk-version 2.48 -o {dir}/folder",
        "/folder': it is a folder; give the output a file name"},
+#else
+      {"export-onnx in a build without ONNX", nullptr, "", "export-onnx {ckpt} --qnn-sdk-version 2.48 -o {out}",
+       "this qemb was built without ONNX export (QEMB_ONNX_EXPORT=OFF, or libonnx-dev and libprotobuf-dev missing)"},
+#endif
       // -- run / inspect: the artifact --------------------------------------
       {"empty artifact", [](B) { return std::string(); }, "bad.qemb", "run {bad} --tokens 1 -o {out}",
        "is 0 bytes, smaller than the 64-byte header"},

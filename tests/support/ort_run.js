@@ -8,7 +8,7 @@ const path = require('path');
 async function main() {
   const [moduleDir, modelPath, idList, idType, outPath] = process.argv.slice(2);
   if (!outPath) throw new Error('usage: ort_run.js MODULE_DIR MODEL.onnx IDS int64|int32 OUT.npy');
-  const ort = require(path.join(moduleDir, 'onnxruntime-node'));
+  const ort = require(path.resolve(moduleDir, 'onnxruntime-node'));
   const ids = idList.split(',').map(Number);
   const data = idType === 'int32' ? Int32Array.from(ids) : BigInt64Array.from(ids.map(BigInt));
   const session = await ort.InferenceSession.create(modelPath, { executionProviders: ['cpu'] });
@@ -26,7 +26,7 @@ async function main() {
   pre.writeUInt16LE(header.length, 8);
   const body = Buffer.from(out.data.buffer, out.data.byteOffset, out.data.byteLength);
   fs.writeFileSync(outPath, Buffer.concat([pre, Buffer.from(header, 'latin1'), body]));
-  console.log('onnxruntime-node ' + require(path.join(moduleDir, 'onnxruntime-node/package.json')).version);
+  console.log('onnxruntime-node ' + require(path.resolve(moduleDir, 'onnxruntime-node/package.json')).version);
 }
 
 main().catch((e) => {
