@@ -24,7 +24,9 @@ void add_bench_command(CLI::App& app, Action& run) {
   cmd->add_flag("--cold", f->cold, "fresh random ids over the whole table (default: a hot set of 1024 ids)");
   cmd->add_flag("--dequantize", f->dequantize, "float32 output");
   cmd->add_option("--seconds", f->seconds, "minimum time per measurement")->capture_default_str();
-  cmd->add_option("--verify", f->verify, "checksums to verify on load: full | header")->capture_default_str();
+  cmd->add_option("--verify", f->verify, "checksums to verify on load: full | header")
+      ->capture_default_str()
+      ->check(parsed_by(parse_verify));
   cmd->add_flag("--json", f->json, "print one JSON object");
   cmd->callback([f, &run] {
     run = [f]() -> Status {

@@ -29,6 +29,23 @@ Result<Verify> parse_verify(const std::string& s);  // "full" | "header"
 // "-" (standard output carries the file then), else standard output.
 std::FILE* summary_stream(const std::string& output);
 
+// Exit codes, as most Unix tools use them.
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;  // the command ran and failed (bad input, I/O...)
+constexpr int kExitUsage = 2;  // the command line itself is wrong
+
+// A CLI11 check that runs one of the library's parsers on an option's value,
+// so a bad value is a usage error (exit 2) that carries the parser's message.
+template <typename Parse>
+CLI::Validator parsed_by(Parse parse) {
+  return CLI::Validator(
+      [parse](std::string& value) -> std::string {
+        auto r = parse(value);
+        return r.ok() ? std::string() : r.error().message;
+      },
+      "");
+}
+
 // Parses "1,2,3" / reads a token file, whichever was given.
 Result<std::vector<int64_t>> tokens_from_flags(const std::string& list, const std::string& file);
 

@@ -69,13 +69,17 @@ void add_compile_command(CLI::App& app, Action& run) {
   CLI::App* cmd = app.add_subcommand("compile", "Quantize a checkpoint's embedding into a .qemb artifact");
   cmd->add_option("checkpoint", f->checkpoint, "safetensors checkpoint")->required();
   cmd->add_option("--tensor", f->tensor, "embedding tensor name (default: detected by name)");
-  cmd->add_option("--scheme", f->scheme, "16a4w | 16a8w")->capture_default_str();
-  cmd->add_option("--pattern", f->pattern, "auto | optimized | legacy")->capture_default_str();
+  cmd->add_option("--scheme", f->scheme, "16a4w | 16a8w")->capture_default_str()->check(parsed_by(parse_scheme));
+  cmd->add_option("--pattern", f->pattern, "auto | optimized | legacy")
+      ->capture_default_str()
+      ->check(parsed_by(parse_pattern));
   cmd->add_option("--qnn-sdk-version", f->sdk_version,
                   "target QNN SDK version (default: from QNN_SDK_ROOT)");
   cmd->add_option("--calibration-tokens", f->calibration,
                   "token ids whose rows define the activation range (default: the whole table)");
-  cmd->add_option("--mode", f->mode, "materialize | fused | auto")->capture_default_str();
+  cmd->add_option("--mode", f->mode, "materialize | fused | auto")
+      ->capture_default_str()
+      ->check(parsed_by(parse_compile_mode));
   cmd->add_option("--memory-budget", f->memory_budget,
                   "auto mode: fuse when the uint16 table would exceed this many bytes")
       ->capture_default_str();

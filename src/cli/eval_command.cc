@@ -18,7 +18,9 @@ void add_eval_command(CLI::App& app, Action& run) {
       "eval", "What quantization cost: the deployed lookup against the float table, both patterns");
   cmd->add_option("checkpoint", f->checkpoint, "safetensors checkpoint")->required();
   cmd->add_option("--tensor", f->tensor, "embedding tensor (dotted path; default: detected by name)");
-  cmd->add_option("--scheme", f->scheme, "16a4w | 16a8w | all")->capture_default_str();
+  cmd->add_option("--scheme", f->scheme, "16a4w | 16a8w | all")
+      ->capture_default_str()
+      ->check(parsed_by(parse_eval_schemes));
   cmd->add_option("--qnn-sdk-version", f->sdk_version,
                   "target QNN SDK version, marks the pattern a compile deploys (default: from QNN_SDK_ROOT)");
   cmd->add_option("--calibration-tokens", f->calibration,

@@ -17,8 +17,10 @@ void add_fakequant_command(CLI::App& app, Action& run) {
       "Copy a checkpoint with the embedding replaced by what the deployed lookup returns (dequantized)");
   cmd->add_option("checkpoint", f->checkpoint, "safetensors checkpoint")->required();
   cmd->add_option("--tensor", f->tensor, "embedding tensor (dotted path; default: detected by name)");
-  cmd->add_option("--scheme", f->scheme, "16a4w | 16a8w")->required();
-  cmd->add_option("--pattern", f->pattern, "auto | optimized | legacy")->capture_default_str();
+  cmd->add_option("--scheme", f->scheme, "16a4w | 16a8w")->required()->check(parsed_by(parse_scheme));
+  cmd->add_option("--pattern", f->pattern, "auto | optimized | legacy")
+      ->capture_default_str()
+      ->check(parsed_by(parse_pattern));
   cmd->add_option("--qnn-sdk-version", f->sdk_version, "target QNN SDK version (default: from QNN_SDK_ROOT)");
   cmd->add_option("--calibration-tokens", f->calibration,
                   "token ids whose rows define the activation range (default: the whole table)");

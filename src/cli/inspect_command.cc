@@ -16,7 +16,9 @@ void add_inspect_command(CLI::App& app, Action& run) {
   CLI::App* cmd = app.add_subcommand("inspect", "Describe a .qemb artifact: provenance, graph, kernel");
   cmd->add_option("artifact", f->artifact, ".qemb artifact")->required();
   cmd->add_flag("--json", f->json, "print one JSON object");
-  cmd->add_option("--verify", f->verify, "checksums to verify on load: full | header")->capture_default_str();
+  cmd->add_option("--verify", f->verify, "checksums to verify on load: full | header")
+      ->capture_default_str()
+      ->check(parsed_by(parse_verify));
   cmd->callback([f, &run] {
     run = [f]() -> Status {
       RuntimeOptions options;

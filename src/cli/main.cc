@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <string>
 
 #include "cli/cli.h"
 #include "qemb/file.h"
@@ -15,10 +16,28 @@ int main(int argc, char** argv) {
   qemb::cli::add_eval_command(app, run);
   qemb::cli::add_fakequant_command(app, run);
   qemb::cli::add_export_onnx_command(app, run);
+  if (argc > 1 && argv[1][0] != '-') {
+    // CLI11 would only say that a command is required.
+    std::string names;
+    bool known = false;
+    for (const CLI::App* cmd : app.get_subcommands([](const CLI::App*) { return true; })) {
+      known = known || cmd->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + cmd->get_name();
+    }
+    if (!known) {
+      std::fprintf(stderr, "qemb: error: unknown command '%s'; the commands are %s\n", argv[1], names.c_str());
+      return qemb::cli::kExitUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version end parsing with success and print as CLI11 does;
+    // every other parse error (unknown flag, missing value, a value a check
+    // refused) is a usage error, whatever CLI11's own code for it.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    std::fprintf(stderr, "qemb: error: %s\nRun 'qemb --help' or 'qemb COMMAND --help' for usage.\n", e.what());
+    return qemb::cli::kExitUsage;
   }
   qemb::Status status = run ? run() : qemb::Status::Ok();
   // Output a command printed may still sit in stdio's buffer: a full disk or
@@ -26,7 +45,7 @@ int main(int argc, char** argv) {
   if (status.ok()) status = qemb::flush_stdout();
   if (!status.ok()) {
     std::fprintf(stderr, "qemb: error: %s\n", status.error().to_string().c_str());
-    return 1;
+    return qemb::cli::kExitError;
   }
-  return 0;
+  return qemb::cli::kExitOk;
 }

@@ -160,7 +160,9 @@ void add_run_command(CLI::App& app, Action& run) {
   cmd->add_flag("--reference", f->reference, "use the scalar reference interpreter");
   cmd->add_option("--threads", f->threads, "threads for large batches (0 = one per core)")
       ->capture_default_str();
-  cmd->add_option("--verify", f->verify, "checksums to verify on load: full | header")->capture_default_str();
+  cmd->add_option("--verify", f->verify, "checksums to verify on load: full | header")
+      ->capture_default_str()
+      ->check(parsed_by(parse_verify));
   add_bag_flags(*cmd, *bag);
   cmd->callback([f, bag, &run] {
     run = [f, bag]() -> Status {

@@ -128,7 +128,9 @@ class ArrayRows final : public RowSource {
 class SafetensorsRows final : public RowSource {
  public:
   SafetensorsRows(const SafetensorsFile& file, const SafetensorsTensor& tensor)
-      : file_(file), tensor_(tensor), row_bytes_(tensor.byte_size() / static_cast<uint64_t>(tensor.shape[0])) {}
+      : file_(file),
+        tensor_(tensor),
+        row_bytes_(tensor.shape[0] > 0 ? tensor.byte_size() / static_cast<uint64_t>(tensor.shape[0]) : 0) {}
   int64_t rows() const override { return tensor_.shape[0]; }
   int64_t dim() const override { return tensor_.shape[1]; }
   Status read(int64_t begin, int64_t end, float* out) const override {
@@ -547,6 +549,8 @@ Result<CompiledEmbedding> compile_checkpoint_impl(const std::string& checkpoint,
   if (!is_float_convertible_dtype(info->dtype))
     return make_error(ErrorCode::kUnsupported, "tensor '" + name + "' has dtype " + info->dtype +
                                                    "; qemb reads F32, F16 and BF16 embeddings");
+  // Before the output exists: an empty table fails with nothing to clean up.
+  if (info->shape[0] <= 0 || info->shape[1] <= 0) return empty_table_error(info->shape[0], info->shape[1]);
   QEMB_ASSIGN_OR_RETURN(TargetVersion target, discover_target_version(options.qnn_sdk_version));
   TableSource source{checkpoint, name, info->dtype};
   if (out_path == nullptr) return compile_rows(SafetensorsRows(file, *info), options, target, source);

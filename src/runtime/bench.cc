@@ -84,6 +84,8 @@ Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOp
 
 Result<BenchResult> run_bench(const EmbeddingRuntime& runtime, const BenchOptions& options) {
   if (options.batch == 0) return make_error(ErrorCode::kInvalidArgument, "--batch must be at least 1");
+  if (options.hot_set == 0 && !options.cold)
+    return make_error(ErrorCode::kInvalidArgument, "the hot id set must hold at least 1 id");
   const size_t bags = options.batch;
   BenchOptions o = options;
   if (o.pooling > 0) o.batch = bags * o.pooling;  // ids per step

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "qemb/artifact.h"
+#include "qemb/bench.h"
 #include "qemb/compiler.h"
 #include "qemb/npy.h"
 #include "qemb/runtime.h"
@@ -414,8 +415,49 @@ TEST_F(BadInput, CommandLineTable) {
       {"run output in a missing folder", nullptr, "", "run {art} --tokens 1 -o {dir}/no/such/o.npy",
        "check that the folder exists and is writable"},
       {"negative thread count", nullptr, "", "run {art} --tokens 1 --threads -1 -o {out}", "threads must be >= 0"},
+      // -- empty tables: an error everywhere, before any output exists -------
+      {"compile of a [0, 8] table", [&](B) { return safetensors("{" + entry(embed, "F32", "[0,8]", 0, 0) + "}", 0); },
+       "bad.safetensors", "compile {bad} --qnn-sdk-version 2.48 -o {out}",
+       "the embedding table is empty (0 x 8); it needs at least one row and one column"},
+      {"compile of a [40, 0] table",
+       [&](B) { return safetensors("{" + entry(embed, "F32", "[40,0]", 0, 0) + "}", 0); }, "bad.safetensors",
+       "compile {bad} --qnn-sdk-version 2.48 -o {out}", "the embedding table is empty (40 x 0)"},
+      {"materialized compile of a [0, 8] table",
+       [&](B) { return safetensors("{" + entry(embed, "F32", "[0,8]", 0, 0) + "}", 0); }, "bad.safetensors",
+       "compile {bad} --mode materialize --pattern legacy -o {out}", "the embedding table is empty (0 x 8)"},
+      {"eval of a [0, 8] table", [&](B) { return safetensors("{" + entry(embed, "F32", "[0,8]", 0, 0) + "}", 0); },
+       "bad.safetensors", "eval {bad} --qnn-sdk-version 2.48", "the embedding table is empty (0 x 8)"},
+      {"eval of a [40, 0] table",
+       [&](B) { return safetensors("{" + entry(embed, "F32", "[40,0]", 0, 0) + "}", 0); }, "bad.safetensors",
+       "eval {bad} --qnn-sdk-version 2.48 --json", "the embedding table is empty (40 x 0)"},
+      {"fakequant of a [0, 8] table",
+       [&](B) { return safetensors("{" + entry(embed, "F32", "[0,8]", 0, 0) + "}", 0); }, "bad.safetensors",
+       "fakequant {bad} --scheme 16a4w --qnn-sdk-version 2.48 -o {out}", "the embedding table is empty (0 x 8)"},
+      {"fakequant of a [40, 0] table",
+       [&](B) { return safetensors("{" + entry(embed, "F32", "[40,0]", 0, 0) + "}", 0); }, "bad.safetensors",
+       "fakequant {bad} --scheme 16a8w --qnn-sdk-version 2.48 -o {out}", "the embedding table is empty (40 x 0)"},
+      // -- usage errors: exit 2, whatever CLI11's own code -------------------
+      {"no command", nullptr, "", "", "A subcommand is required", 2},
+      {"unknown command", nullptr, "", "compiel {ckpt} -o {out}",
+       "unknown command 'compiel'; the commands are compile, run, inspect, bench, eval, fakequant, export-onnx", 2},
+      {"unknown flag", nullptr, "", "compile {ckpt} --bogus -o {out}",
+       "The following argument was not expected: --bogus", 2},
+      {"missing checkpoint argument", nullptr, "", "compile -o {out}", "checkpoint is required", 2},
+      {"missing value of -o", nullptr, "", "compile {ckpt} -o", "--output: 1 required TEXT missing", 2},
+      {"value that is not a number", nullptr, "", "run {art} --tokens 1 --threads many -o {out}", "--threads", 2},
+      {"unknown compile scheme", nullptr, "", "compile {ckpt} --scheme 16a2w -o {out}",
+       "--scheme: unknown scheme '16a2w': expected 16a4w or 16a8w", 2},
+      {"unknown compile pattern", nullptr, "", "compile {ckpt} --pattern fastest -o {out}",
+       "unknown pattern 'fastest': expected auto, optimized or legacy", 2},
+      {"unknown compile mode", nullptr, "", "compile {ckpt} --mode lazy -o {out}",
+       "unknown mode 'lazy': expected materialize, fused or auto", 2},
+      {"unknown eval scheme", nullptr, "", "eval {ckpt} --scheme 16a2w",
+       "unknown --scheme '16a2w': expected 16a4w, 16a8w or all", 2},
+      {"unknown fakequant scheme", nullptr, "", "fakequant {ckpt} --scheme all -o {out}",
+       "unknown scheme 'all': expected 16a4w or 16a8w", 2},
+      {"fakequant without --scheme", nullptr, "", "fakequant {ckpt} -o {out}", "--scheme is required", 2},
       {"unknown --verify mode", nullptr, "", "run {art} --tokens 1 --verify most -o {out}",
-       "unknown --verify 'most': expected full or header"},
+       "unknown --verify 'most': expected full or header", 2},
       // -- run --bags: pooled lookups --------------------------------------------
       {"bag offsets that decrease", [](B) { return npy("<i8", {4}, i64_bytes({0, 3, 2, 4})); }, "bags.npy",
        "run {art} --tokens 1,2,3,4 --bags {bad} -o {out}",
@@ -449,6 +491,10 @@ TEST_F(BadInput, CommandLineTable) {
        "--padding-idx 'x' is not an integer"},
       {"missing bags file", nullptr, "", "run {art} --tokens 1 --bags {dir}/absent.npy -o {out}",
        "absent.npy': No such file or directory"},
+      {"unknown inspect --verify mode", nullptr, "", "inspect {art} --verify some",
+       "unknown --verify 'some': expected full or header", 2},
+      {"unknown bench --verify mode", nullptr, "", "bench {art} --verify none",
+       "unknown --verify 'none': expected full or header", 2},
   };
   ASSERT_GE(cases.size(), 30u);
 
@@ -483,6 +529,51 @@ TEST_F(BadInput, CommandLineTable) {
   }
 }
 
+// The smallest tables are not bad input: [1, 1], and one column at 4 bits
+// (half a byte a row), compile in every mode and pattern, and every kernel
+// returns what the scalar reference interpreter returns.
+TEST_F(BadInput, SmallestTablesWork) {
+  struct Shape {
+    int64_t rows, dim;
+  };
+  for (Shape shape : {Shape{1, 1}, Shape{7, 1}, Shape{5, 3}}) {
+    std::vector<float> table(static_cast<size_t>(shape.rows * shape.dim));
+    for (size_t i = 0; i < table.size(); ++i) table[i] = 0.25f * static_cast<float>(i + 1) * (i % 2 ? -1.0f : 1.0f);
+    std::vector<uint8_t> bytes(table.size() * 4);
+    std::memcpy(bytes.data(), table.data(), bytes.size());
+    const std::string ckpt = dir_.file("tiny.safetensors"), art = dir_.file("tiny.qemb");
+    ASSERT_TRUE(write_safetensors(ckpt, {}, {{"embed_tokens.weight", "F32", {shape.rows, shape.dim}, bytes}}).ok());
+    std::string all_ids;
+    for (int64_t r = 0; r < shape.rows; ++r) all_ids += (r ? "," : "") + std::to_string(r);
+    for (const char* scheme : {"16a4w", "16a8w"}) {
+      for (const char* mode : {"fused", "materialize"}) {
+        for (const char* pattern : {"optimized", "legacy"}) {
+          const std::string what = std::to_string(shape.rows) + "x" + std::to_string(shape.dim) + " " + scheme +
+                                   " " + mode + " " + pattern;
+          SCOPED_TRACE(what);
+          auto c = run_command(kQemb + " compile " + ckpt + " --quiet --qnn-sdk-version 2.48 --scheme " + scheme +
+                               " --mode " + mode + " --pattern " + pattern + " -o " + art);
+          ASSERT_EQ(c.exit_code, 0) << c.out;
+          auto fast = run_command(kQemb + " run " + art + " --dequantize --tokens " + all_ids);
+          auto reference = run_command(kQemb + " run " + art + " --dequantize --reference --tokens " + all_ids);
+          ASSERT_EQ(fast.exit_code, 0) << fast.out;
+          EXPECT_EQ(fast.out, reference.out);
+          // One row of one value: the weight is exact (q = +-qmax), so only
+          // the 16-bit activation step separates the output from the input.
+          if (shape.rows == 1 && shape.dim == 1) {
+            EXPECT_NEAR(std::stof(fast.out.substr(fast.out.find(':') + 1)), table[0], 0.25 / 65535 + 1e-7);
+          }
+        }
+      }
+      auto e = run_command(kQemb + " eval " + ckpt + " --qnn-sdk-version 2.48 --json --scheme " + scheme);
+      EXPECT_EQ(e.exit_code, 0) << e.out;
+      auto fq = run_command(kQemb + " fakequant " + ckpt + " --quiet --qnn-sdk-version 2.48 --scheme " + scheme +
+                            " -o " + dir_.file("fq.safetensors"));
+      EXPECT_EQ(fq.exit_code, 0) << fq.out;
+    }
+  }
+}
+
 // ---- the library, where the command line cannot reach ------------------------
 
 struct LibraryCase {
@@ -501,6 +592,14 @@ TEST_F(BadInput, LibraryTable) {
   const std::string out_path = dir_.file("out.bin");
 
   const std::vector<LibraryCase> cases = {
+      {"hot bench over an empty id set",
+       [&] {
+         BenchOptions o;
+         o.hot_set = 0;
+         o.min_seconds = 0.0;
+         return run_bench(rt, o).status();
+       },
+       ErrorCode::kInvalidArgument, "the hot id set must hold at least 1 id"},
       {"artifact from a null buffer", [] { return load_artifact_from_bytes(nullptr).status(); },
        ErrorCode::kInvalidArgument, "no buffer given"},
       {"artifact from an empty buffer",

@@ -128,10 +128,10 @@ TEST(EvalCli, ErrorsAreClear) {
   EXPECT_TRUE(contains(missing.out, "'model' has no member 'embed'; closest existing names: 'model.embed_tokens'"))
       << missing.out;
   auto scheme = qemb("eval " + ckpt + " --scheme 8a8w");
-  EXPECT_EQ(scheme.exit_code, 1);
+  EXPECT_EQ(scheme.exit_code, 2);  // a usage error
   EXPECT_TRUE(contains(scheme.out, "unknown --scheme '8a8w': expected 16a4w, 16a8w or all")) << scheme.out;
   auto no_scheme = qemb("fakequant " + ckpt + " -o " + dir.file("x.safetensors"));
-  EXPECT_NE(no_scheme.exit_code, 0);
+  EXPECT_EQ(no_scheme.exit_code, 2);
   EXPECT_TRUE(contains(no_scheme.out, "--scheme")) << no_scheme.out;
   EXPECT_FALSE(std::filesystem::exists(dir.file("x.safetensors")));
   const std::string before = qemb::testing::read_text(ckpt);
