@@ -24,7 +24,7 @@ Result<CompileMode> parse_compile_mode(const std::string& s);
 inline constexpr uint64_t kDefaultMemoryBudget = 256ull << 20;
 
 struct CompileOptions {
-  std::string tensor;  // empty = detect the embedding by name (DESIGN §4)
+  std::string tensor;  // empty = detect the embedding by name (docs/numeric-contract.md, "Checkpoints and names")
   Scheme scheme = Scheme::k16a4w;
   Pattern pattern = Pattern::kAuto;
   std::string qnn_sdk_version;  // empty = discover from QNN_SDK_ROOT

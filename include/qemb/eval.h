@@ -4,7 +4,7 @@
 // whose embedding holds exactly what the deployed lookup returns.
 //
 // Definitions (docs/eval.md has the long form). x is a float table value, y
-// the deployed dequantized output for it, per pattern (DESIGN §2):
+// the deployed dequantized output for it, per pattern (docs/numeric-contract.md, "The two lowerings"):
 //   optimized  y = dequantize_activation(optimized_output(s_r, q, act), act)
 //   legacy     y = dequantize_activation(legacy_output(s_r, q, s_max, qmax, act), act)
 // and w the dequantized weight the activation quantizer receives:
@@ -99,7 +99,7 @@ struct EvalOptions {
   std::string tensor;  // checkpoints: empty = detect the embedding by name
   std::vector<Scheme> schemes = {Scheme::k16a4w, Scheme::k16a8w};
   std::string qnn_sdk_version;  // marks the pattern a compile would deploy
-  // Rows whose values define the activation range (DESIGN §1); nullopt = all.
+  // Rows whose values define the activation range (docs/numeric-contract.md, "Activation"); nullopt = all.
   std::optional<std::vector<int64_t>> calibration_tokens;
   std::string calibration_source;  // e.g. the tokens file, for the report
   // Rows to evaluate (the distinct ids, ascending); nullopt = every row.

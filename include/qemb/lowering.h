@@ -1,5 +1,6 @@
-// Lowering of embedding(weight, indices) into backend ops (DESIGN §2), gated by
-// the target SDK version (DESIGN §3).
+// Lowering of embedding(weight, indices) into backend ops, gated by the target
+// SDK version (docs/numeric-contract.md: "The two lowerings", "SDK version
+// gating").
 #pragma once
 
 #include <optional>

@@ -1,4 +1,4 @@
-// Compile-time passes over a lowered graph (DESIGN §2).
+// Compile-time passes over a lowered graph (docs/numeric-contract.md, "Compile modes").
 #pragma once
 
 #include "qemb/ir.h"

@@ -1,5 +1,5 @@
-// The numeric contract (DESIGN §1-2): per-row symmetric weights, a per-tensor
-// uint16 activation encoding, and the per-element results of both lowerings.
+// The numeric contract (docs/numeric-contract.md): per-row symmetric weights,
+// a per-tensor uint16 activation encoding, and the per-element results of both lowerings.
 // Every kernel must reproduce these functions bit for bit.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Quantization microkernels for the compiler (DESIGN §1): row statistics with
+// Quantization microkernels for the compiler (docs/numeric-contract.md, "Weights"): row statistics with
 // a finiteness check, and per-row symmetric quantization into the weight's
 // storage layout. Each is bit-identical to the scalar contract of
 // qemb/quantize.h (weight_row_scale, quantize_weight, min_max); one set per

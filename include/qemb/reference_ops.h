@@ -1,4 +1,4 @@
-// Reference semantics of every op (DESIGN §2): dequantize each input with its
+// Reference semantics of every op (docs/numeric-contract.md, "Op semantics"): dequantize each input with its
 // encoding, compute in float32, quantize into the output's encoding. Both the
 // fold pass and the scalar reference runtime use these, so "folded" and
 // "executed" cannot drift apart.

@@ -1,4 +1,4 @@
-// Backend SDK versions and where the target's version comes from (DESIGN §3).
+// Backend SDK versions and where the target's version comes from (docs/numeric-contract.md, "SDK version gating").
 //
 // The lowering emits the optimized PCQ embedding pattern only for targets whose
 // SDK is >= optimized_pattern_min_version(); an unknown target gets the legacy

@@ -3,10 +3,19 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace qemb {
 
 // Levenshtein distance, for "did you mean" suggestions.
 size_t edit_distance(const std::string& a, const std::string& b);
+
+// The one way qemb explains a tensor name that is not in a checkpoint (compile,
+// eval and fakequant alike). Names are dotted paths; the explanation says
+// where `wanted` leaves the tree of `names` and lists up to three names of
+// the members there, closest first (a shared prefix, then containment, then
+// edit distance), e.g. "'model' has no member 'embed'; closest existing
+// names: 'model.embed_tokens'". Empty when `wanted` is one of `names`.
+std::string explain_missing_name(const std::string& wanted, const std::vector<std::string>& names);
 
 }  // namespace qemb

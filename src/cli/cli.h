@@ -9,6 +9,7 @@
 #include <string>
 
 #include "qemb/artifact.h"
+#include "qemb/runtime.h"
 #include "qemb/status.h"
 
 namespace qemb::cli {
@@ -24,6 +25,9 @@ void add_fakequant_command(CLI::App& app, Action& run);
 void add_export_onnx_command(CLI::App& app, Action& run);
 
 Result<Verify> parse_verify(const std::string& s);  // "full" | "header"
+
+// What `qemb inspect --json` prints for the artifact at `path`.
+nlohmann::json inspect_json(const std::string& path, const EmbeddingRuntime& runtime);
 
 // Where a command prints its summary: standard error when its output file is
 // "-" (standard output carries the file then), else standard output.

@@ -7,6 +7,8 @@
 #include "cli/cli.h"
 #include "qemb/compiler.h"
 #include "qemb/file.h"
+#include "qemb/inspect.h"
+#include "qemb/runtime.h"
 #include "qemb/tokens.h"
 
 namespace qemb::cli {
@@ -62,7 +64,7 @@ void add_compile_command(CLI::App& app, Action& run) {
     std::string checkpoint, tensor, scheme = "16a4w", pattern = "auto", sdk_version, calibration,
         mode = "auto", out, name = "embedding";
     uint64_t memory_budget = kDefaultMemoryBudget;
-    bool quiet = false;
+    bool quiet = false, json = false;
     int threads = 0;
   };
   auto f = std::make_shared<Flags>();
@@ -88,8 +90,14 @@ void add_compile_command(CLI::App& app, Action& run) {
   cmd->add_option("--threads", f->threads, "threads that quantize rows (0 = one per core)")
       ->capture_default_str();
   cmd->add_flag("--quiet", f->quiet, "print nothing on success and no progress bar");
+  cmd->add_flag("--json", f->json,
+                "print the new artifact as `qemb inspect --json` does, with the compile's timing");
   cmd->callback([f, &run] {
     run = [f]() -> Status {
+      if (f->json && f->out == "-")
+        return make_error(ErrorCode::kInvalidArgument,
+                          "--json prints to standard output, which '-o -' already carries the artifact on; "
+                          "write the artifact to a file with --json, or drop --json");
       CompileOptions o;
       o.tensor = f->tensor;
       QEMB_ASSIGN_OR_RETURN(o.scheme, parse_scheme(f->scheme));
@@ -101,11 +109,23 @@ void add_compile_command(CLI::App& app, Action& run) {
       o.threads = f->threads;
       // Progress only for a person watching a terminal.
       if (!f->quiet && ::isatty(STDERR_FILENO)) o.progress = ProgressBar();
+      const auto start = std::chrono::steady_clock::now();
       if (!f->calibration.empty()) {
         QEMB_ASSIGN_OR_RETURN(o.calibration_tokens, read_token_file(f->calibration));
         o.calibration_source = f->calibration;
       }
       QEMB_ASSIGN_OR_RETURN(CompiledEmbedding c, compile_checkpoint(f->checkpoint, o, f->out));
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (f->json) {
+        // What inspect reads back from the file, checksums verified.
+        QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(f->out));
+        nlohmann::json j = inspect_json(f->out, *rt);
+        j["output"] = f->out;
+        j["timing"] = {{"seconds", seconds},
+                       {"rows_per_s", seconds > 0 ? static_cast<double>(rt->vocab_size()) / seconds : 0.0}};
+        std::printf("%s\n", j.dump(2).c_str());
+        return Status::Ok();
+      }
       if (!f->quiet) {
         std::FILE* out = summary_stream(f->out);
         std::fprintf(out, "tensor:  %s [%lld x %lld] %s\n", c.metadata["source"]["tensor"].get<std::string>().c_str(),

@@ -7,6 +7,13 @@
 
 namespace qemb::cli {
 
+nlohmann::json inspect_json(const std::string& path, const EmbeddingRuntime& runtime) {
+  nlohmann::json j = describe_artifact(runtime);
+  // How to hand this artifact to the ONNX toolchains (qemb export-onnx).
+  j["export_onnx_command"] = onnx_export_command(path, runtime.artifact());
+  return j;
+}
+
 void add_inspect_command(CLI::App& app, Action& run) {
   struct Flags {
     std::string artifact, verify = "full";
@@ -27,9 +34,7 @@ void add_inspect_command(CLI::App& app, Action& run) {
       // How to hand this artifact to the ONNX toolchains (qemb export-onnx).
       const std::string export_command = onnx_export_command(f->artifact, rt->artifact());
       if (f->json) {
-        nlohmann::json j = describe_artifact(*rt);
-        j["export_onnx_command"] = export_command;
-        std::printf("%s\n", j.dump(2).c_str());
+        std::printf("%s\n", inspect_json(f->artifact, *rt).dump(2).c_str());
       } else {
         std::printf("%s", describe_artifact_text(*rt).c_str());
         std::printf("export:       %s\n", export_command.c_str());

@@ -1,6 +1,8 @@
 #include "qemb/strings.h"
 
 #include <algorithm>
+#include <set>
+#include <utility>
 #include <vector>
 
 namespace qemb {
@@ -17,6 +19,78 @@ size_t edit_distance(const std::string& a, const std::string& b) {
     std::swap(prev, cur);
   }
   return prev[b.size()];
+}
+
+namespace {
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+std::vector<std::string> split_dots(const std::string& path) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t dot; (dot = path.find('.', start)) != std::string::npos; start = dot + 1)
+    parts.push_back(path.substr(start, dot - start));
+  parts.push_back(path.substr(start));
+  return parts;
+}
+
+// How alike two component names look: a shared prefix ("embed" and
+// "embed_tokens") counts first, containment next, edit distance last.
+std::pair<int, size_t> likeness(const std::string& wanted, const std::string& name) {
+  const bool prefix = name.rfind(wanted, 0) == 0 || wanted.rfind(name, 0) == 0;
+  const bool contains = name.find(wanted) != std::string::npos || wanted.find(name) != std::string::npos;
+  return {prefix ? 0 : contains ? 1 : 2, edit_distance(wanted, name)};
+}
+
+}  // namespace
+
+std::string explain_missing_name(const std::string& wanted, const std::vector<std::string>& names) {
+  std::vector<std::vector<std::string>> paths;
+  for (const std::string& n : names) {
+    if (n == wanted) return "";
+    paths.push_back(split_dots(n));
+  }
+  const std::vector<std::string> parts = split_dots(wanted);
+  // Walk down while the wanted path's components exist.
+  std::vector<const std::vector<std::string>*> under;  // names below the part that exists
+  for (const auto& p : paths) under.push_back(&p);
+  size_t depth = 0;
+  std::set<std::string> members;  // sorted: ties keep alphabetical order
+  bool tensor_here = false;
+  for (;; ++depth) {
+    members.clear();
+    tensor_here = false;
+    for (const auto* p : under) {
+      if (p->size() > depth) members.insert((*p)[depth]);
+      else tensor_here = true;
+    }
+    if (depth == parts.size() || members.count(parts[depth]) == 0) break;
+    std::vector<const std::vector<std::string>*> next;
+    for (const auto* p : under)
+      if (p->size() > depth && (*p)[depth] == parts[depth]) next.push_back(p);
+    under = std::move(next);
+  }
+  std::string existing;
+  for (size_t i = 0; i < depth; ++i) existing += (i ? "." : "") + parts[i];
+  std::string where;
+  if (depth == parts.size()) {
+    where = quoted(existing) + " is a module, not a tensor";
+  } else if (depth == 0) {
+    where = "the checkpoint has no top-level " + quoted(parts[0]);
+  } else if (members.empty() && tensor_here) {
+    where = quoted(existing) + " is a tensor and has no member " + quoted(parts[depth]);
+  } else {
+    where = quoted(existing) + " has no member " + quoted(parts[depth]);
+  }
+  if (members.empty()) return where;
+  const std::string key = depth < parts.size() ? parts[depth] : "";
+  std::vector<std::pair<std::pair<int, size_t>, std::string>> ranked;
+  for (const std::string& m : members) ranked.emplace_back(likeness(key, m), m);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string closest;
+  for (size_t i = 0; i < ranked.size() && i < 3; ++i)
+    closest += (i ? ", " : "") + quoted(existing.empty() ? ranked[i].second : existing + "." + ranked[i].second);
+  return where + "; closest existing names: " + closest;
 }
 
 }  // namespace qemb

@@ -18,34 +18,6 @@ namespace {
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
-std::string join(const std::vector<std::string>& parts, size_t count) {
-  std::string out;
-  for (size_t i = 0; i < count; ++i) out += (i ? "." : "") + parts[i];
-  return out;
-}
-
-
-// How alike two component names look: a shared prefix ("embed" and
-// "embed_tokens") counts first, containment next, edit distance last.
-std::pair<int, size_t> likeness(const std::string& wanted, const std::string& name) {
-  const bool prefix = name.rfind(wanted, 0) == 0 || wanted.rfind(name, 0) == 0;
-  const bool contains = name.find(wanted) != std::string::npos || wanted.find(name) != std::string::npos;
-  return {prefix ? 0 : contains ? 1 : 2, edit_distance(wanted, name)};
-}
-
-// Up to three members, most alike first, as full paths.
-template <typename Members>
-std::string closest_members(const Members& members, const std::string& wanted, const std::string& prefix) {
-  std::vector<std::pair<std::pair<int, size_t>, std::string>> ranked;
-  for (const auto& [name, child] : members) ranked.emplace_back(likeness(wanted, name), name);
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::string out;
-  for (size_t i = 0; i < ranked.size() && i < 3; ++i)
-    out += (i ? ", " : "") + quoted(prefix.empty() ? ranked[i].second : prefix + "." + ranked[i].second);
-  return out;
-}
-
 template <typename Members>
 std::string list_members(const Members& members) {
   constexpr size_t kMaxListed = 12;
@@ -129,20 +101,9 @@ Result<const ParamStore::Node*> ParamStore::resolve_node(const std::string& path
       node = it->second.get();
       continue;
     }
-    const std::string existing = join(parts, i);
-    std::string where;
-    if (i == 0) {
-      where = "the checkpoint has no top-level " + quoted(parts[i]);
-    } else if (node->children.empty()) {
-      where = quoted(existing) + " is a tensor and has no member " + quoted(parts[i]);
-    } else {
-      where = quoted(existing) + " has no member " + quoted(parts[i]);
-    }
-    std::string hint;
-    if (!node->children.empty())
-      hint = "; closest existing names: " + closest_members(node->children, parts[i], existing);
+    // The same explanation compile gives (qemb/strings.h).
     return make_error(ErrorCode::kNotFound, "no tensor " + quoted(path) + " in " + quoted(file_.path()) + ": " +
-                                                where + hint);
+                                                explain_missing_name(path, names()));
   }
   return node;
 }

@@ -378,14 +378,10 @@ Result<std::string> find_embedding_tensor(const SafetensorsFile& f, const std::s
   if (!explicit_name.empty()) {
     const SafetensorsTensor* t = f.find(explicit_name);
     if (t == nullptr) {
-      std::vector<std::pair<size_t, const SafetensorsTensor*>> ranked;
-      for (const SafetensorsTensor& c : f.tensors()) ranked.emplace_back(edit_distance(explicit_name, c.name), &c);
-      std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-      std::string closest;
-      for (size_t i = 0; i < ranked.size() && i < 3; ++i) closest += (i ? ", " : "") + ranked[i].second->name;
-      return make_error(ErrorCode::kNotFound, "tensor " + in_quotes(explicit_name) + " is not in " + file +
-                                                  (closest.empty() ? "" : "; closest names: " + closest) + "; " +
-                                                  listed);
+      std::vector<std::string> names;
+      for (const SafetensorsTensor& c : f.tensors()) names.push_back(c.name);
+      return make_error(ErrorCode::kNotFound, "no tensor " + in_quotes(explicit_name) + " in " + file + ": " +
+                                                  explain_missing_name(explicit_name, names));
     }
     if (t->shape.size() != 2) {
       return make_error(ErrorCode::kUnsupported, "tensor " + in_quotes(explicit_name) + " in " + file + " has shape " +

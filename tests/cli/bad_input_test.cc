@@ -436,6 +436,8 @@ TEST_F(BadInput, CommandLineTable) {
       {"fakequant of a [40, 0] table",
        [&](B) { return safetensors("{" + entry(embed, "F32", "[40,0]", 0, 0) + "}", 0); }, "bad.safetensors",
        "fakequant {bad} --scheme 16a8w --qnn-sdk-version 2.48 -o {out}", "the embedding table is empty (40 x 0)"},
+      {"compile --json with the artifact on standard output", nullptr, "", "compile {ckpt} --json -o -",
+       "--json prints to standard output, which '-o -' already carries the artifact on"},
       // -- usage errors: exit 2, whatever CLI11's own code -------------------
       {"no command", nullptr, "", "", "A subcommand is required", 2},
       {"unknown command", nullptr, "", "compiel {ckpt} -o {out}",

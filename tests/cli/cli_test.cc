@@ -117,6 +117,59 @@ TEST_F(Cli, InspectShowsTheCommandThatExportsTheArtifact) {
   }
 }
 
+// compile --json is inspect --json of the new artifact, plus the output path
+// and the timing; the reasons are inspect's pattern_reason and mode_reason.
+TEST_F(Cli, CompileJsonIsInspectJsonWithTiming) {
+  const std::string art = dir_.file("a.qemb");
+  auto c = run_command(q("compile " + ckpt_ + " --qnn-sdk-version 2.37 --mode fused --json -o " + art) + " 2>" +
+                       dir_.file("stderr.txt"));
+  ASSERT_EQ(c.exit_code, 0) << c.out;
+  EXPECT_EQ(qemb::testing::read_text(dir_.file("stderr.txt")), "");
+  auto compiled = nlohmann::json::parse(c.out, nullptr, false);
+  ASSERT_FALSE(compiled.is_discarded()) << c.out;
+  auto i = run_command(q("inspect " + art + " --json"));
+  ASSERT_EQ(i.exit_code, 0) << i.out;
+  auto inspected = nlohmann::json::parse(i.out);
+  ASSERT_TRUE(compiled.contains("timing"));
+  EXPECT_TRUE(compiled["timing"]["seconds"].is_number());
+  EXPECT_GT(compiled["timing"]["seconds"].get<double>(), 0.0);
+  EXPECT_TRUE(compiled["timing"]["rows_per_s"].is_number());
+  EXPECT_EQ(compiled["output"], art);
+  compiled.erase("timing");
+  compiled.erase("output");
+  EXPECT_EQ(compiled, inspected);
+  EXPECT_EQ(compiled["pattern"], "legacy");
+  EXPECT_NE(compiled["pattern_reason"].get<std::string>().find("2.37"), std::string::npos);
+  EXPECT_EQ(compiled["mode"], "fused");
+  EXPECT_EQ(compiled["mode_reason"], "forced with --mode fused");
+}
+
+// A mistyped --tensor gets one explanation in every command: where the path
+// leaves the checkpoint's tree and the closest names there, not a list of
+// every tensor.
+TEST_F(Cli, MistypedTensorGetsTheSameSuggestionEverywhere) {
+  const std::string big = dir_.file("big.safetensors");
+  std::vector<SafetensorsTensorData> tensors;
+  auto table = qemb::testing::spread_table(40, 6, 9);
+  std::vector<uint8_t> bytes(table.size() * 4);
+  std::memcpy(bytes.data(), table.data(), bytes.size());
+  tensors.push_back({"model.embed_tokens.weight", "F32", {40, 6}, bytes});
+  for (int i = 0; i < 300; ++i)
+    tensors.push_back({"model.layers." + std::to_string(i) + ".weight", "F32", {2, 2}, std::vector<uint8_t>(16, 0)});
+  ASSERT_TRUE(write_safetensors(big, {}, tensors).ok());
+  const std::string tail = "': 'model' has no member 'embed_tokns'; closest existing names: 'model.embed_tokens', "
+                           "'model.layers'";
+  for (const std::string& cmd :
+       {"compile " + big + " --tensor model.embed_tokns.weight -o " + dir_.file("a.qemb"),
+        "eval " + big + " --tensor model.embed_tokns.weight",
+        "fakequant " + big + " --scheme 16a4w --tensor model.embed_tokns.weight -o " + dir_.file("f.safetensors")}) {
+    SCOPED_TRACE(cmd);
+    auto r = run_command(q(cmd));
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.out, "qemb: error: not found: no tensor 'model.embed_tokns.weight' in '" + big + tail + "\n");
+  }
+}
+
 TEST_F(Cli, RunWritesNpyOfTheRightShapeAndType) {
   const std::string art = dir_.file("a.qemb");
   ASSERT_EQ(run_command(q("compile " + ckpt_ + " --qnn-sdk-version 2.48 -o " + art)).exit_code, 0);
@@ -172,7 +225,7 @@ TEST_F(Cli, BadCheckpointInputsGiveClearErrors) {
   struct Bad {
     std::string args, message;
   } cases[] = {
-      {"--tensor nope", "model.embed_tokens.weight"},
+      {"--tensor nope", "the checkpoint has no top-level 'nope'; closest existing names: 'model'"},
       {"--tensor model.cube", "[2, 2, 2]"},
       {"--scheme 16a3w", "unknown scheme '16a3w'"},
       {"--pattern fastest", "unknown pattern 'fastest'"},

@@ -1,6 +1,7 @@
-// The lowering of embedding(weight, indices) (DESIGN §2) and its SDK-version
-// gating (DESIGN §3): op and tensor names, kinds, dtypes, shapes, encodings
-// (backend convention offset = -zero_point) and the stored weight bytes.
+// The lowering of embedding(weight, indices) and its SDK-version gating
+// (docs/numeric-contract.md, "The two lowerings" and "SDK version gating"):
+// op and tensor names, kinds, dtypes, shapes, encodings (backend convention
+// offset = -zero_point) and the stored weight bytes.
 #include "qemb/lowering.h"
 
 #include <gmock/gmock.h>
@@ -209,7 +210,7 @@ TEST(LoweringWeightDataTest, MakePcqWeightTensorStandsAlone) {
 }
 
 // ---------------------------------------------------------------------------
-// Gating (DESIGN §3).
+// Gating (docs/numeric-contract.md, "SDK version gating").
 
 struct GatingCase {
   const char* version;

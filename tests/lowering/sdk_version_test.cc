@@ -1,5 +1,5 @@
 // SDK version parsing, ordering, and reading the target's version from
-// QNN_SDK_ROOT (DESIGN §3).
+// QNN_SDK_ROOT (docs/numeric-contract.md, "SDK version gating").
 #include "qemb/sdk_version.h"
 
 #include <gmock/gmock.h>

@@ -1,4 +1,4 @@
-// validate_for_target on hand-made graphs (DESIGN §3): which op/encoding
+// validate_for_target on hand-made graphs (docs/numeric-contract.md, "SDK version gating"): which op/encoding
 // combinations each target SDK version runs.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

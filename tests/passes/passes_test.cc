@@ -1,4 +1,4 @@
-// Compile-time passes (DESIGN §2): fold and fuse, checked structurally and by
+// Compile-time passes (docs/numeric-contract.md, "Compile modes"): fold and fuse, checked structurally and by
 // executing the graphs with the reference op semantics; plus the equivalent of
 // the backend's own per-channel embedding test (float lookup vs dequantized
 // output of both lowerings) and the accuracy gap between them.

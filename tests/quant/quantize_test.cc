@@ -1,4 +1,4 @@
-// The numeric contract of DESIGN §1-2, checked bit for bit against values
+// The numeric contract (docs/numeric-contract.md), checked bit for bit against values
 // derived by hand. Scales are powers of two wherever possible so that every
 // product and quotient below is exact in float32 and the expected integers
 // follow from plain arithmetic (shown in the comments).

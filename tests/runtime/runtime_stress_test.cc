@@ -136,7 +136,7 @@ StressArtifact materialized_artifact(const TempDir& dir) {
 }
 
 // The fused graph: RequantGather over per-row 4-bit weights, odd width so
-// every row ends in a padding nibble. Expected rows follow DESIGN §2:
+// every row ends in a padding nibble. Expected rows follow docs/numeric-contract.md ("The two lowerings"):
 // optimized_output(s_r, q, act).
 StressArtifact requant_artifact(const TempDir& dir) {
   StressArtifact a;
