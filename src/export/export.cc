@@ -53,6 +53,12 @@ Result<QuantizedEmbedding> from_graph(const Graph& g, const nlohmann::json& meta
   const Tensor* weight = nullptr;
   const Tensor* folded = nullptr;
   const Tensor* output = nullptr;
+  size_t outputs = 0;
+  for (const Tensor& t : g.tensors) outputs += t.kind == TensorKind::kAppRead;
+  if (outputs > 1)
+    return make_error(ErrorCode::kUnsupported,
+                      "the graph holds " + std::to_string(outputs) +
+                          " tables; export-onnx exports one table: export each from the checkpoint with --tensor");
   for (const Tensor& t : g.tensors) {
     if (t.kind == TensorKind::kStatic && t.dtype == DataType::kSFixedPoint8 && t.encoding.is_per_axis()) weight = &t;
     if (t.kind == TensorKind::kStatic && t.dtype == DataType::kUFixedPoint16 && t.data && t.data->data()) folded = &t;

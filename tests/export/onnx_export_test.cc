@@ -66,6 +66,25 @@ TEST(OnnxExport, QuantizedEmbeddingHoldsTheCompilesNumbers) {
   }
 }
 
+// A graph with two tables (two lowerings side by side) is refused, not mixed.
+TEST(OnnxExport, SeveralTablesAreRefused) {
+  const std::vector<float> table = qemb::testing::spread_table(kRows, kDim, 11);
+  CompileOptions o;
+  o.mode = CompileMode::kFused;
+  auto a = compile_table(table.data(), kRows, kDim, o, sdk_2_48());
+  o.node_name = "second";
+  auto b = compile_table(table.data(), kRows, kDim, o, sdk_2_48());
+  ASSERT_TRUE(a.ok() && b.ok());
+  CompiledEmbedding both = *a;
+  for (const Tensor& t : b->lowered.tensors) both.lowered.add_tensor(t);
+  for (const Op& op : b->lowered.ops) both.lowered.add_op(op);
+  auto e = quantized_embedding(both);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().code, ErrorCode::kUnsupported);
+  EXPECT_EQ(e.error().message,
+            "the graph holds 2 tables; export-onnx exports one table: export each from the checkpoint with --tensor");
+}
+
 TEST(OnnxExport, ExportErrorsSayWhatToChange) {
   if (!onnx_export_available()) GTEST_SKIP() << "built without libonnx-dev";
   const std::vector<float> table = qemb::testing::spread_table(kRows, kDim, 4);
