@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -91,8 +92,14 @@ struct EvalResult {
   int64_t clipped_values = 0;  // the same for every result (it depends on the encoding only)
   double clipped_fraction = 0.0;
   std::vector<RowError> worst_rows;  // highest rel_err first (ties: lower id first)
-  std::vector<RowError> rows;        // every evaluated row, in evaluation order
-  Histogram error_histogram;         // log10 |y - x|, zeros counted apart
+  // The evaluated rows in evaluation order: all of them up to
+  // EvalOptions::row_sample, else every k-th (k = ceil(N / row_sample)), so
+  // the report's size does not grow with the table.
+  std::vector<RowError> rows;
+  Histogram error_histogram;  // log10 |y - x|, zeros counted apart
+  Histogram cos_histogram;    // log10(1 - cos) per row, rows with cos == 1 counted apart
+  Histogram scale_histogram;  // log10 s_r of the evaluated rows (the same for both patterns)
+  float max_scale = 0.0f;     // s_max over every row of the table
 };
 
 struct EvalOptions {
@@ -106,6 +113,10 @@ struct EvalOptions {
   std::optional<std::vector<int64_t>> tokens;
   std::string tokens_source;
   size_t worst_rows = 10;
+  size_t row_sample = 4000;  // EvalResult::rows keeps at most this many
+  int threads = 0;           // 0 = one per core; results do not depend on it
+  // Called with ("scan" | "eval", rows done, rows in the pass), as compile's progress.
+  std::function<void(const char* phase, int64_t rows_done, int64_t rows_total)> progress;
   int error_histogram_bins_per_decade = 8;
   int error_histogram_decades = 8;
   int value_histogram_bins = 80;
@@ -136,6 +147,10 @@ Result<std::vector<Scheme>> parse_eval_schemes(const std::string& text);
 // empty scheme list, or ids (calibration or evaluation) outside [0, rows).
 Result<EvalReport> evaluate_table(const float* table, int64_t rows, int64_t dim, const EvalOptions& options,
                                   const TargetVersion& target, const TableSource& source = {});
+// The same over rows read on demand (two passes, chunk by chunk on
+// options.threads threads): memory stays bounded whatever the table's size.
+Result<EvalReport> evaluate_rows(const RowSource& rows, const EvalOptions& options, const TargetVersion& target,
+                                 const TableSource& source = {});
 // Reads the embedding (options.tensor or detected) from a safetensors
 // checkpoint, discovers the target version (options.qnn_sdk_version, else
 // QNN_SDK_ROOT; unknown means legacy is deployed) and evaluates it.

@@ -26,6 +26,10 @@ void add_export_onnx_command(CLI::App& app, Action& run);
 
 Result<Verify> parse_verify(const std::string& s);  // "full" | "header"
 
+// The progress bar compile and eval show on stderr: phase, rows done, rows/s
+// and time left.
+std::function<void(const char* phase, int64_t rows_done, int64_t rows_total)> progress_bar();
+
 // What `qemb inspect --json` prints for the artifact at `path`.
 nlohmann::json inspect_json(const std::string& path, const EmbeddingRuntime& runtime);
 

@@ -59,6 +59,8 @@ class ProgressBar {
 
 }  // namespace
 
+std::function<void(const char*, int64_t, int64_t)> progress_bar() { return ProgressBar(); }
+
 void add_compile_command(CLI::App& app, Action& run) {
   struct Flags {
     std::string checkpoint, tensor, scheme = "16a4w", pattern = "auto", sdk_version, calibration,

@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "cli/cli.h"
@@ -11,7 +13,8 @@ void add_eval_command(CLI::App& app, Action& run) {
   struct Flags {
     std::string checkpoint, tensor, scheme = "all", sdk_version, calibration, tokens, report;
     size_t worst_rows = 10;
-    bool json = false;
+    bool json = false, quiet = false;
+    int threads = 0;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
@@ -28,6 +31,9 @@ void add_eval_command(CLI::App& app, Action& run) {
   cmd->add_option("--tokens", f->tokens, "evaluate only the rows of these token ids (text or .npy file)");
   cmd->add_option("--worst-rows", f->worst_rows, "how many worst rows to list")->capture_default_str();
   cmd->add_flag("--json", f->json, "print one JSON object instead of the table");
+  cmd->add_option("--threads", f->threads, "threads that evaluate rows (0 = one per core; results do not depend on it)")
+      ->capture_default_str();
+  cmd->add_flag("--quiet", f->quiet, "no progress bar");
   cmd->add_option("--report", f->report, "write a self-contained HTML report with plots");
   cmd->callback([f, &run] {
     run = [f]() -> Status {
@@ -36,6 +42,9 @@ void add_eval_command(CLI::App& app, Action& run) {
       QEMB_ASSIGN_OR_RETURN(o.schemes, parse_eval_schemes(f->scheme));
       o.qnn_sdk_version = f->sdk_version;
       o.worst_rows = f->worst_rows;
+      o.threads = f->threads;
+      // Progress only for a person watching a terminal, as compile does.
+      if (!f->quiet && ::isatty(STDERR_FILENO)) o.progress = progress_bar();
       if (!f->calibration.empty()) {
         QEMB_ASSIGN_OR_RETURN(o.calibration_tokens, read_token_file(f->calibration));
         o.calibration_source = f->calibration;

@@ -18,6 +18,7 @@
 #include "qemb/passes.h"
 #include "qemb/quantize_kernels.h"
 #include "qemb/safetensors.h"
+#include "compiler/row_pass.h"
 
 namespace qemb {
 
@@ -50,64 +51,6 @@ std::string mib(uint64_t bytes) {
 
 namespace {
 
-// Runs fn(begin, end) over row chunks on `threads` workers while the calling
-// thread reports progress. Returns the error of the lowest failing chunk, so
-// the message does not depend on thread timing.
-// `on_failure` runs on the failing worker (e.g. to release writers of later
-// chunks that wait for this one).
-Status parallel_rows(int64_t rows, int64_t chunk, int threads, const char* phase, const CompileOptions& options,
-                     const std::function<Status(int64_t, int64_t)>& fn,
-                     const std::function<void(int64_t, const Status&)>& on_failure = nullptr) {
-  const int64_t chunks = (rows + chunk - 1) / chunk;
-  std::atomic<int64_t> next{0}, done_rows{0};
-  std::mutex mu;
-  std::condition_variable cv;
-  int64_t failed_chunk = INT64_MAX;
-  Status failure;
-  int running = 0;
-  auto worker = [&] {
-    for (int64_t c; (c = next.fetch_add(1)) < chunks;) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (c > failed_chunk) break;
-      }
-      const int64_t begin = c * chunk, end = std::min(rows, begin + chunk);
-      Status s = fn(begin, end);
-      if (!s.ok()) {
-        if (on_failure) on_failure(begin, s);
-        std::lock_guard<std::mutex> lock(mu);
-        if (c < failed_chunk) {
-          failed_chunk = c;
-          failure = s;
-        }
-      }
-      done_rows += end - begin;
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    --running;
-    cv.notify_all();
-  };
-  const int n = static_cast<int>(std::min<int64_t>(threads, chunks));
-  if (options.progress) options.progress(phase, 0, rows);  // the phase starts now: rates count from here
-  std::vector<std::thread> pool;
-  running = n;
-  for (int t = 0; t < n; ++t) pool.emplace_back(worker);
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    while (running > 0) {
-      cv.wait_for(lock, std::chrono::milliseconds(200));
-      if (options.progress) {
-        lock.unlock();
-        options.progress(phase, done_rows.load(), rows);
-        lock.lock();
-      }
-    }
-  }
-  for (auto& t : pool) t.join();
-  if (options.progress) options.progress(phase, done_rows.load(), rows);
-  return failure;
-}
-
 class ArrayRows final : public RowSource {
  public:
   ArrayRows(const float* table, int64_t rows, int64_t dim) : table_(table), rows_(rows), dim_(dim) {}
@@ -121,33 +64,6 @@ class ArrayRows final : public RowSource {
  private:
   const float* table_;
   int64_t rows_, dim_;
-};
-
-// Rows of a memory-mapped safetensors tensor. Rows already processed are
-// dropped from memory so a multi-GiB table never becomes resident whole.
-class SafetensorsRows final : public RowSource {
- public:
-  SafetensorsRows(const SafetensorsFile& file, const SafetensorsTensor& tensor)
-      : file_(file),
-        tensor_(tensor),
-        row_bytes_(tensor.shape[0] > 0 ? tensor.byte_size() / static_cast<uint64_t>(tensor.shape[0]) : 0) {}
-  int64_t rows() const override { return tensor_.shape[0]; }
-  int64_t dim() const override { return tensor_.shape[1]; }
-  Status read(int64_t begin, int64_t end, float* out) const override {
-    return file_.read_rows_float(tensor_, begin, end, out);
-  }
-  void release(int64_t begin, int64_t end) const override {
-    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const uintptr_t lo = reinterpret_cast<uintptr_t>(file_.raw(tensor_)) + static_cast<uintptr_t>(begin) * row_bytes_;
-    const uintptr_t hi = reinterpret_cast<uintptr_t>(file_.raw(tensor_)) + static_cast<uintptr_t>(end) * row_bytes_;
-    const uintptr_t first = (lo + page - 1) & ~(page - 1), last = hi & ~(page - 1);
-    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
-  }
-
- private:
-  const SafetensorsFile& file_;
-  const SafetensorsTensor& tensor_;
-  uint64_t row_bytes_;
 };
 
 Error non_finite_error(float v, int64_t row, int64_t col) {
@@ -183,6 +99,67 @@ Status empty_table_error(int64_t rows, int64_t dim) {
 }
 
 }  // namespace
+
+Status parallel_rows(int64_t rows, int64_t chunk, int threads, const char* phase, const ProgressFn& progress,
+                     const std::function<Status(int, int64_t, int64_t)>& fn,
+                     const std::function<void(int64_t, const Status&)>& on_failure) {
+  const int64_t chunks = (rows + chunk - 1) / chunk;
+  std::atomic<int64_t> next{0}, done_rows{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  int64_t failed_chunk = INT64_MAX;
+  Status failure;
+  int running = 0;
+  auto worker = [&](int worker_index) {
+    for (int64_t c; (c = next.fetch_add(1)) < chunks;) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (c > failed_chunk) break;
+      }
+      const int64_t begin = c * chunk, end = std::min(rows, begin + chunk);
+      Status s = fn(worker_index, begin, end);
+      if (!s.ok()) {
+        if (on_failure) on_failure(begin, s);
+        std::lock_guard<std::mutex> lock(mu);
+        if (c < failed_chunk) {
+          failed_chunk = c;
+          failure = s;
+        }
+      }
+      done_rows += end - begin;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    --running;
+    cv.notify_all();
+  };
+  const int n = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, chunks)));
+  if (progress) progress(phase, 0, rows);  // the phase starts now: rates count from here
+  std::vector<std::thread> pool;
+  running = n;
+  for (int t = 0; t < n; ++t) pool.emplace_back(worker, t);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    while (running > 0) {
+      cv.wait_for(lock, std::chrono::milliseconds(200));
+      if (progress) {
+        lock.unlock();
+        progress(phase, done_rows.load(), rows);
+        lock.lock();
+      }
+    }
+  }
+  for (auto& t : pool) t.join();
+  if (progress) progress(phase, done_rows.load(), rows);
+  return failure;
+}
+
+Result<ActivationEncoding> calibration_encoding_of(const RowSource& src, const std::vector<int64_t>& tokens) {
+  return calibration_encoding(src, tokens);
+}
+
+int default_threads(int requested) {
+  return requested > 0 ? requested : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 Status check_table(const float* table, int64_t rows, int64_t dim) {
   if (rows <= 0 || dim <= 0) return empty_table_error(rows, dim);
@@ -343,23 +320,13 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
                                        ArtifactStream* stream) {
   const int64_t rows = src.rows(), dim = src.dim();
   if (rows <= 0 || dim <= 0) return empty_table_error(rows, dim);
-  // About 1 MiB of float rows per chunk: a chunk's output (at most 512 KiB)
-  // stays in cache until it is written, chunks are few enough that handing
-  // the file from one worker to the next is rare, and many enough to share.
-  const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 20) / (dim * 4), 8, 4096);
-  // Consumed input is released in windows of about 8 MiB of float rows, each
-  // once, by the chunk that crosses its end: a madvise per small chunk would
-  // split the huge mappings the page cache may use and flush TLBs on every
-  // core each time. A window may still hold rows another worker is reading;
-  // those pages only fault back in.
-  const int64_t window = std::max<int64_t>(chunk, (int64_t{8} << 20) / (dim * 4));
-  auto release_input = [&](int64_t begin, int64_t end) {
-    const int64_t crossed = end / window;
-    if (crossed > begin / window) src.release((crossed - 1) * window, crossed * window);
-    if (end == rows && crossed * window < rows) src.release(crossed * window, rows);
-  };
-  const int threads = options.threads > 0 ? options.threads
-                                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // A chunk's output (at most 512 KiB) stays in cache until it is written,
+  // and chunks are few enough that handing the file from one worker to the
+  // next is rare.
+  const int64_t chunk = row_chunk(dim);
+  const ReleaseWindows release_windows(src, chunk);
+  auto release_input = [&](int64_t begin, int64_t end) { release_windows.done(begin, end); };
+  const int threads = default_threads(options.threads);
   const int bits = weight_bits(options.scheme), qmax = weight_qmax(options.scheme);
   const size_t row_bytes = row_storage_bytes(DataType::kSFixedPoint8, bits, dim);
   const QuantizeKernelSet& qk = best_quantize_kernels();
@@ -411,7 +378,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   std::vector<float> scales(static_cast<size_t>(rows));
   std::mutex range_mu;
   float lo = INFINITY, hi = -INFINITY;
-  QEMB_RETURN_IF_ERROR(parallel_rows(rows, chunk, threads, "scan", options, [&](int64_t begin, int64_t end) -> Status {
+  QEMB_RETURN_IF_ERROR(parallel_rows(rows, chunk, threads, "scan", options.progress, [&](int, int64_t begin, int64_t end) -> Status {
     // Declared where each worker runs: a thread_local declared in the caller
     // is never destroyed in threads that do not pass its declaration (GCC),
     // which leaked one buffer per worker per compile (LeakSanitizer).
@@ -468,7 +435,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
     params.dim = static_cast<size_t>(dim);
     params.act = ActivationEncoding{folded_out.encoding.scale, -folded_out.encoding.offset};
     const RequantGatherU16Fn gather = bits == 4 ? kernels.requant_gather_s4_u16 : kernels.requant_gather_s8_u16;
-    QEMB_RETURN_IF_ERROR(parallel_rows(rows, chunk, threads, "quantize", options, [&](int64_t begin, int64_t end) -> Status {
+    QEMB_RETURN_IF_ERROR(parallel_rows(rows, chunk, threads, "quantize", options.progress, [&](int, int64_t begin, int64_t end) -> Status {
       thread_local std::vector<int64_t> ids;  // see the scan pass
       ids.resize(static_cast<size_t>(end - begin));
       for (int64_t r = begin; r < end; ++r) ids[static_cast<size_t>(r - begin)] = r;

@@ -1,11 +1,15 @@
 // Accuracy of the deployed lookup against the float table (include/qemb/eval.h
-// has the definitions).
+// has the definitions). Two streamed passes over the rows, as compile makes
+// one: a scan for the ranges, then the metrics, chunk by chunk on every core.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
+#include "compiler/row_pass.h"
 #include "qemb/eval.h"
 #include "qemb/file.h"
+#include "qemb/quantize_kernels.h"
 #include "qemb/safetensors.h"
 
 namespace qemb {
@@ -13,6 +17,7 @@ namespace qemb {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kCosDecades = 8;  // the cosine CDF resolves 1 - cos down to 1e-8
 
 double sqnr_db(double signal, double noise) {
   if (noise == 0.0) return kInf;
@@ -24,22 +29,13 @@ double sqnr_db(double signal, double noise) {
 // weight the activation quantizer receives) and the uint16 output level.
 // Exactly the quantize.h functions, so the runtime reproduces them bit for bit.
 void deployed_row(const PcqTable& t, int64_t r, Pattern pattern, const ActivationEncoding& act, float max_scale,
-                  int qmax, float* y, float* w, uint16_t* level) {
+                  int qmax, float* y) {
   const float s = t.scales[static_cast<size_t>(r)];
   const int8_t* q = t.q.data() + r * t.dim;
   for (int64_t j = 0; j < t.dim; ++j) {
-    uint16_t out;
-    float weight;
-    if (pattern == Pattern::kOptimized) {
-      out = optimized_output(s, q[j], act);
-      weight = s * static_cast<float>(q[j]);
-    } else {
-      out = legacy_output(s, q[j], max_scale, qmax, act);
-      weight = max_scale * static_cast<float>(legacy_intermediate(s, q[j], max_scale, qmax));
-    }
+    const uint16_t out = pattern == Pattern::kOptimized ? optimized_output(s, q[j], act)
+                                                        : legacy_output(s, q[j], max_scale, qmax, act);
     y[j] = dequantize_activation(out, act);
-    if (w) w[j] = weight;
-    if (level) level[j] = out;
   }
 }
 
@@ -54,15 +50,156 @@ Status check_eval_ids(const std::vector<int64_t>& ids, int64_t rows, const char*
   return Status::Ok();
 }
 
-// Running sums for one (scheme, pattern).
-struct Accumulator {
-  double sum_e2 = 0, sum_abs_e = 0, max_abs_e = 0;
-  double sum_we2 = 0, sum_abs_we = 0, max_abs_we = 0;
-  double sum_ae2 = 0, sum_abs_ae = 0, max_abs_ae = 0;
-  int64_t collapsed = 0;
-  std::vector<RowError> rows;
-  Histogram errors;
+class TableRows final : public RowSource {
+ public:
+  TableRows(const float* table, int64_t rows, int64_t dim) : table_(table), rows_(rows), dim_(dim) {}
+  int64_t rows() const override { return rows_; }
+  int64_t dim() const override { return dim_; }
+  Status read(int64_t begin, int64_t end, float* out) const override {
+    std::memcpy(out, table_ + begin * dim_, static_cast<size_t>((end - begin) * dim_) * sizeof(float));
+    return Status::Ok();
+  }
+
+ private:
+  const float* table_;
+  int64_t rows_, dim_;
 };
+
+// Histogram::add(std::log10(a)) for a > 0 without a logarithm per value:
+// the smallest a of each bin is found once by bisection over the doubles, a
+// value is placed by its exponent and leading mantissa bits and one or two
+// comparisons, and a value within a few ulps of a bin edge takes the
+// logarithm, so the bins are exactly those of the plain computation.
+class LogBinner {
+ public:
+  explicit LogBinner(const Histogram& h) : h_(h), n_(static_cast<int>(h.counts.size())) {
+    // edge_[c] (c = 1 .. n + 1): the smallest positive double whose category
+    // is at least c (0 below, 1 + bin, n + 1 above).
+    edge_.assign(static_cast<size_t>(n_) + 2, 0.0);
+    for (int c = 1; c <= n_ + 1; ++c) {
+      uint64_t lo = 1, hi = bits(kInf);  // category(lo) may already be >= c
+      if (category_slow(from_bits(lo)) >= c) {
+        edge_[static_cast<size_t>(c)] = from_bits(lo);
+        continue;
+      }
+      while (hi - lo > 1) {  // category(lo) < c <= category(hi)
+        const uint64_t mid = lo + (hi - lo) / 2;
+        (category_slow(from_bits(mid)) >= c ? hi : lo) = mid;
+      }
+      edge_[static_cast<size_t>(c)] = from_bits(hi);
+    }
+    key_lo_ = key(edge_[1]);
+    const uint64_t key_hi = key(edge_[static_cast<size_t>(n_) + 1]);
+    start_.resize(static_cast<size_t>(key_hi - key_lo_ + 1));
+    for (uint64_t k = key_lo_; k <= key_hi; ++k) start_[k - key_lo_] = count_edges(from_bits(k << kKeyShift));
+  }
+
+  // The category of |e| > 0: 0 below, 1 + bin, n + 1 above.
+  int category(double a) const {
+    const uint64_t k = key(a);
+    if (k < key_lo_) return 0;
+    if (k - key_lo_ >= start_.size()) return n_ + 1;
+    int c = start_[k - key_lo_];
+    while (c <= n_ && a >= edge_[static_cast<size_t>(c) + 1]) ++c;
+    const bool near_lower = c >= 1 && a <= edge_[static_cast<size_t>(c)] * (1 + 1e-12);
+    const bool near_upper = c <= n_ && a >= edge_[static_cast<size_t>(c) + 1] * (1 - 1e-12);
+    return near_lower || near_upper ? category_slow(a) : c;
+  }
+  static void add(Histogram& h, int category) {
+    if (category == 0) {
+      ++h.below;
+    } else if (category > static_cast<int>(h.counts.size())) {
+      ++h.above;
+    } else {
+      ++h.counts[static_cast<size_t>(category - 1)];
+    }
+  }
+
+ private:
+  static constexpr int kKeyShift = 48;  // sign, exponent and 4 mantissa bits
+  static uint64_t bits(double v) {
+    uint64_t b;
+    std::memcpy(&b, &v, 8);
+    return b;
+  }
+  static double from_bits(uint64_t b) {
+    double v;
+    std::memcpy(&v, &b, 8);
+    return v;
+  }
+  static uint64_t key(double a) { return bits(a) >> kKeyShift; }
+  int count_edges(double a) const {
+    int c = 0;
+    while (c <= n_ && a >= edge_[static_cast<size_t>(c) + 1]) ++c;
+    return c;
+  }
+  // Exactly Histogram::add(std::log10(a)).
+  int category_slow(double a) const {
+    const double v = std::log10(a);
+    if (v < h_.lo) return 0;
+    if (v >= h_.hi) return n_ + 1;
+    auto bin = static_cast<size_t>((v - h_.lo) / (h_.hi - h_.lo) * static_cast<double>(n_));
+    return static_cast<int>(std::min(bin, static_cast<size_t>(n_) - 1)) + 1;
+  }
+
+  Histogram h_;
+  int n_;
+  std::vector<double> edge_;
+  uint64_t key_lo_ = 0;
+  std::vector<int> start_;
+};
+
+// Floating-point sums of one (scheme, pattern) over one chunk of rows, in row
+// order; chunks are added in chunk order, so the totals do not depend on the
+// thread count.
+struct Sums {
+  double e2 = 0, abs_e = 0, we2 = 0, abs_we = 0, ae2 = 0, abs_ae = 0, cos = 0;
+  void add(const Sums& o) {
+    e2 += o.e2, abs_e += o.abs_e, we2 += o.we2, abs_we += o.abs_we, ae2 += o.ae2, abs_ae += o.abs_ae, cos += o.cos;
+  }
+};
+
+// What one worker keeps of one (scheme, pattern): order-free, so workers merge
+// in any order with the same result.
+struct Partial {
+  double max_e = 0, max_we = 0, max_ae = 0;
+  int64_t collapsed = 0;
+  Histogram errors, cosines, scales;
+  std::vector<RowError> worst;    // a heap: the least bad of the kept rows first
+  std::vector<double> low_cos;    // a heap of the smallest cosines: the largest first
+};
+
+bool worse(const RowError& l, const RowError& r) {
+  return l.rel_err != r.rel_err ? l.rel_err > r.rel_err : l.row < r.row;
+}
+
+// Per row, for each q in [-qmax, qmax]: the output level, y and w of a pattern.
+struct RowTable {
+  std::vector<uint16_t> level;
+  std::vector<float> y, w;
+  void fill(Pattern p, float s, float max_scale, int qmax, const ActivationEncoding& act) {
+    const size_t n = static_cast<size_t>(2 * qmax + 1);
+    level.resize(n), y.resize(n), w.resize(n);
+    for (int q = -qmax; q <= qmax; ++q) {
+      const size_t i = static_cast<size_t>(q + qmax);
+      if (p == Pattern::kOptimized) {
+        level[i] = optimized_output(s, q, act);
+        w[i] = s * static_cast<float>(q);
+      } else {
+        level[i] = legacy_output(s, q, max_scale, qmax, act);
+        w[i] = max_scale * static_cast<float>(legacy_intermediate(s, q, max_scale, qmax));
+      }
+      y[i] = dequantize_activation(level[i], act);
+    }
+  }
+};
+
+void merge_into(Histogram& into, const Histogram& h) {
+  for (size_t i = 0; i < into.counts.size(); ++i) into.counts[i] += h.counts[i];
+  into.below += h.below;
+  into.above += h.above;
+  into.zeros += h.zeros;
+}
 
 }  // namespace
 
@@ -96,7 +233,7 @@ Status deployed_rows(const PcqTable& table, const ActivationEncoding& act, Patte
   const float max_scale = table.max_scale();
   const int qmax = weight_qmax(table.scheme);
   for (int64_t r = row_begin; r < row_end; ++r)
-    deployed_row(table, r, pattern, act, max_scale, qmax, out + (r - row_begin) * table.dim, nullptr, nullptr);
+    deployed_row(table, r, pattern, act, max_scale, qmax, out + (r - row_begin) * table.dim);
   return Status::Ok();
 }
 
@@ -121,9 +258,13 @@ Result<std::vector<Scheme>> parse_eval_schemes(const std::string& text) {
   return std::vector<Scheme>{*one};
 }
 
-Result<EvalReport> evaluate_table(const float* table, int64_t rows, int64_t dim, const EvalOptions& options,
-                                  const TargetVersion& target, const TableSource& source) {
-  QEMB_RETURN_IF_ERROR(check_table(table, rows, dim));
+Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& options, const TargetVersion& target,
+                                 const TableSource& source) {
+  const int64_t rows = src.rows(), dim = src.dim();
+  if (rows <= 0 || dim <= 0)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "the embedding table is empty (" + std::to_string(rows) + " x " + std::to_string(dim) +
+                          "); it needs at least one row and one column");
   if (options.schemes.empty())
     return make_error(ErrorCode::kInvalidArgument, "no scheme to evaluate; pass --scheme 16a4w, 16a8w or all");
   EvalReport report;
@@ -134,7 +275,89 @@ Result<EvalReport> evaluate_table(const float* table, int64_t rows, int64_t dim,
   report.dim = dim;
   report.target = target;
 
-  QEMB_ASSIGN_OR_RETURN(report.act, observe_activation(table, rows, dim, options.calibration_tokens));
+  std::vector<int64_t> eval_rows;  // empty: every row
+  std::vector<bool> evaluated;     // with --tokens: which rows
+  if (options.tokens) {
+    QEMB_RETURN_IF_ERROR(check_eval_ids(*options.tokens, rows, "token"));
+    eval_rows = *options.tokens;
+    std::sort(eval_rows.begin(), eval_rows.end());
+    eval_rows.erase(std::unique(eval_rows.begin(), eval_rows.end()), eval_rows.end());
+    evaluated.assign(static_cast<size_t>(rows), false);
+    for (int64_t r : eval_rows) evaluated[static_cast<size_t>(r)] = true;
+    report.rows_source = options.tokens_source.empty() ? "the given tokens" : options.tokens_source;
+  } else {
+    report.rows_source = "all rows";
+  }
+  const int64_t n_rows = options.tokens ? static_cast<int64_t>(eval_rows.size()) : rows;
+  report.rows_evaluated = n_rows;
+  const double n_values = static_cast<double>(n_rows) * static_cast<double>(dim);
+  auto row_at = [&](int64_t i) { return options.tokens ? eval_rows[static_cast<size_t>(i)] : i; };
+
+  const int threads = default_threads(options.threads);
+  const int64_t chunk = row_chunk(dim);
+  const QuantizeKernelSet& qk = best_quantize_kernels();
+
+  // Pass 1, every row: finiteness, the range the activation encoding observes,
+  // the largest row amax (s_max of each scheme), and over the evaluated rows
+  // the value range and the smallest and largest |x| and amax.
+  struct Scan {
+    float lo = INFINITY, hi = -INFINITY, amax_max = 0.0f, eval_amax_min = INFINITY;
+    double value_min = kInf, value_max = -kInf, max_abs_x = 0.0;
+  };
+  std::vector<Scan> scans(static_cast<size_t>(threads));
+  const ReleaseWindows release_all(src, chunk);
+  QEMB_RETURN_IF_ERROR(parallel_rows(rows, chunk, threads, "scan", options.progress,
+                                     [&](int worker, int64_t begin, int64_t end) -> Status {
+    thread_local std::vector<float> row;  // declared where each worker runs (see compile.cc)
+    row.resize(static_cast<size_t>(dim));
+    Scan& sc = scans[static_cast<size_t>(worker)];
+    for (int64_t r = begin; r < end; ++r) {
+      QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
+      RowStats st;
+      const int64_t bad = qk.row_stats_f32(row.data(), static_cast<size_t>(dim), &st);
+      if (bad >= 0) {
+        const float v = row[static_cast<size_t>(bad)];
+        return make_error(ErrorCode::kInvalidArgument,
+                          std::string("the table holds a non-finite value (") + (std::isnan(v) ? "NaN" : "Inf") +
+                              ") at row " + std::to_string(r) + ", column " + std::to_string(bad) +
+                              "; fix the checkpoint before quantizing");
+      }
+      sc.lo = std::min(sc.lo, st.min);
+      sc.hi = std::max(sc.hi, st.max);
+      sc.amax_max = std::max(sc.amax_max, st.amax);
+      if (options.tokens && !evaluated[static_cast<size_t>(r)]) continue;
+      sc.eval_amax_min = std::min(sc.eval_amax_min, st.amax);
+      sc.max_abs_x = std::max(sc.max_abs_x, static_cast<double>(st.amax));
+      for (int64_t j = 0; j < dim; ++j) {  // as a plain loop orders -0 and +0
+        const double x = row[static_cast<size_t>(j)];
+        sc.value_min = std::min(sc.value_min, x);
+        sc.value_max = std::max(sc.value_max, x);
+      }
+    }
+    if (!options.tokens) release_all.done(begin, end);
+    return Status::Ok();
+  }));
+  Scan scan;
+  for (const Scan& s : scans) {
+    scan.lo = std::min(scan.lo, s.lo);
+    scan.hi = std::max(scan.hi, s.hi);
+    scan.amax_max = std::max(scan.amax_max, s.amax_max);
+    scan.eval_amax_min = std::min(scan.eval_amax_min, s.eval_amax_min);
+    scan.max_abs_x = std::max(scan.max_abs_x, s.max_abs_x);
+  }
+  // value_min/max in row order: the first of equal values (-0, +0) stays.
+  report.value_min = kInf;
+  report.value_max = -kInf;
+  for (const Scan& s : scans) {
+    if (s.value_min < report.value_min) report.value_min = s.value_min;
+    if (s.value_max > report.value_max) report.value_max = s.value_max;
+  }
+
+  if (options.calibration_tokens) {
+    QEMB_ASSIGN_OR_RETURN(report.act, calibration_encoding_of(src, *options.calibration_tokens));
+  } else {
+    report.act = activation_encoding(scan.lo, scan.hi);
+  }
   report.calibration_source = options.calibration_tokens
                                   ? (options.calibration_source.empty() ? "calibration tokens" : options.calibration_source)
                                   : "all table values";
@@ -142,171 +365,258 @@ Result<EvalReport> evaluate_table(const float* table, int64_t rows, int64_t dim,
   report.act_range_lo = static_cast<double>(report.act.scale) * -report.act.zero_point;
   report.act_range_hi = static_cast<double>(report.act.scale) * (65535 - report.act.zero_point);
 
-  std::vector<int64_t> eval_rows;
-  if (options.tokens) {
-    QEMB_RETURN_IF_ERROR(check_eval_ids(*options.tokens, rows, "token"));
-    eval_rows = *options.tokens;
-    std::sort(eval_rows.begin(), eval_rows.end());
-    eval_rows.erase(std::unique(eval_rows.begin(), eval_rows.end()), eval_rows.end());
-    report.rows_source = options.tokens_source.empty() ? "the given tokens" : options.tokens_source;
-  } else {
-    eval_rows.resize(static_cast<size_t>(rows));
-    for (int64_t r = 0; r < rows; ++r) eval_rows[static_cast<size_t>(r)] = r;
-    report.rows_source = "all rows";
-  }
-  const int64_t n_rows = static_cast<int64_t>(eval_rows.size());
-  report.rows_evaluated = n_rows;
-  const double n_values = static_cast<double>(n_rows) * static_cast<double>(dim);
-
-  // Table-only statistics: range, signal energy, clipping, the value histogram.
-  double sum_x2 = 0.0, max_abs_x = 0.0;
-  report.value_min = kInf;
-  report.value_max = -kInf;
-  for (int64_t r : eval_rows) {
-    for (int64_t j = 0; j < dim; ++j) {
-      const double x = table[r * dim + j];
-      sum_x2 += x * x;
-      max_abs_x = std::max(max_abs_x, std::abs(x));
-      report.value_min = std::min(report.value_min, x);
-      report.value_max = std::max(report.value_max, x);
-    }
-  }
   const double half_step = 0.5 * static_cast<double>(report.act.scale);
-  Histogram& vh = report.value_histogram;
-  vh.lo = std::min(report.value_min, report.act_range_lo);
-  vh.hi = std::max(report.value_max, report.act_range_hi);
-  if (!(vh.hi > vh.lo)) vh.hi = vh.lo + 1.0;
+  Histogram value_hist;
+  value_hist.lo = std::min(report.value_min, report.act_range_lo);
+  value_hist.hi = std::max(report.value_max, report.act_range_hi);
+  if (!(value_hist.hi > value_hist.lo)) value_hist.hi = value_hist.lo + 1.0;
   // Widen by a hair so the maximum lands in the last bin, not in "above".
-  vh.hi += (vh.hi - vh.lo) * 1e-9;
-  vh.counts.assign(static_cast<size_t>(std::max(1, options.value_histogram_bins)), 0);
-  int64_t clipped = 0;
-  for (int64_t r : eval_rows) {
-    for (int64_t j = 0; j < dim; ++j) {
-      const double x = table[r * dim + j];
-      vh.add(x);
-      if (x < report.act_range_lo - half_step || x > report.act_range_hi + half_step) ++clipped;
-    }
-  }
+  value_hist.hi += (value_hist.hi - value_hist.lo) * 1e-9;
+  value_hist.counts.assign(static_cast<size_t>(std::max(1, options.value_histogram_bins)), 0);
 
   // Error histograms share one log10 range so the patterns overlay.
-  const double top = max_abs_x > 0.0 ? std::ceil(std::log10(max_abs_x)) : 0.0;
+  const double top = scan.max_abs_x > 0.0 ? std::ceil(std::log10(scan.max_abs_x)) : 0.0;
   const int decades = std::max(1, options.error_histogram_decades);
   const int per_decade = std::max(1, options.error_histogram_bins_per_decade);
+  Histogram error_hist;
+  error_hist.lo = top - decades;
+  error_hist.hi = top;
+  error_hist.counts.assign(static_cast<size_t>(decades * per_decade), 0);
+  const LogBinner binner(error_hist);
+  // Per-row cosines as log10(1 - cos) (exact 1s counted apart), for the CDF.
+  Histogram cos_hist;
+  cos_hist.lo = -static_cast<double>(kCosDecades);
+  cos_hist.hi = 1.0;  // 1 - cos <= 2
+  cos_hist.counts.assign(static_cast<size_t>((kCosDecades + 1) * per_decade), 0);
 
   const Pattern patterns[2] = {Pattern::kOptimized, Pattern::kLegacy};
-  std::vector<float> y(static_cast<size_t>(dim)), w(static_cast<size_t>(dim));
-  std::vector<uint16_t> level(static_cast<size_t>(dim));
+  const size_t n_schemes = options.schemes.size(), n_results = 2 * n_schemes;
+  struct SchemeInfo {
+    int qmax, bits;
+    float max_scale;
+    Histogram scales;  // log10 s_r of the evaluated rows
+  };
+  std::vector<SchemeInfo> info;
   for (Scheme scheme : options.schemes) {
+    SchemeInfo si;
+    si.qmax = weight_qmax(scheme);
+    si.bits = weight_bits(scheme);
+    si.max_scale = row_scale_from_amax(scan.amax_max, si.qmax);
+    const double smin = std::log10(row_scale_from_amax(scan.eval_amax_min, si.qmax));
+    const double smax = std::log10(row_scale_from_amax(scan.amax_max, si.qmax));
+    si.scales.lo = std::floor(smin);
+    si.scales.hi = std::max(std::ceil(smax), si.scales.lo + 1.0);
+    if (si.scales.hi <= smax) si.scales.hi += 1.0;  // s_max itself lands inside
+    si.scales.counts.assign(static_cast<size_t>((si.scales.hi - si.scales.lo) * per_decade), 0);
+    info.push_back(std::move(si));
+  }
+
+  // Pass 2, the evaluated rows: every metric, per scheme and pattern.
+  const size_t keep_worst = std::min(options.worst_rows, static_cast<size_t>(n_rows));
+  const size_t p1_rank = static_cast<size_t>((n_rows + 99) / 100);  // nearest rank: ceil(0.01 * N)
+  const size_t sample_cap = std::max<size_t>(1, options.row_sample);
+  const int64_t stride = static_cast<int64_t>((static_cast<size_t>(n_rows) + sample_cap - 1) / sample_cap);
+  std::vector<std::vector<RowError>> samples(n_results,
+                                             std::vector<RowError>(static_cast<size_t>((n_rows + stride - 1) / stride)));
+  const int64_t n_chunks = (n_rows + chunk - 1) / chunk;
+  std::vector<Sums> sums(static_cast<size_t>(n_chunks) * n_results);
+  std::vector<double> sum_x2(static_cast<size_t>(n_chunks), 0.0);
+  struct Worker {
+    std::vector<Partial> partial;
+    Histogram values;
+    int64_t clipped = 0;
+  };
+  std::vector<Worker> workers(static_cast<size_t>(threads));
+  for (Worker& w : workers) {
+    w.values = value_hist;
+    w.partial.resize(n_results);
+    for (size_t k = 0; k < n_results; ++k) {
+      w.partial[k].errors = error_hist;
+      w.partial[k].cosines = cos_hist;
+      w.partial[k].scales = info[k / 2].scales;
+    }
+  }
+  const ReleaseWindows release_eval(src, chunk);
+  QEMB_RETURN_IF_ERROR(parallel_rows(n_rows, chunk, threads, "eval", options.progress,
+                                     [&](int worker, int64_t begin, int64_t end) -> Status {
+    thread_local std::vector<float> x;
+    thread_local std::vector<int8_t> q;
+    thread_local std::vector<uint8_t> packed;
+    thread_local RowTable table;
+    x.resize(static_cast<size_t>(dim));
+    q.resize(static_cast<size_t>(dim));
+    packed.resize(static_cast<size_t>((dim + 1) / 2));
+    Worker& wk = workers[static_cast<size_t>(worker)];
+    const int64_t c = begin / chunk;
+    Sums* chunk_sums = &sums[static_cast<size_t>(c) * n_results];
+    double& chunk_x2 = sum_x2[static_cast<size_t>(c)];
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t r = row_at(i);
+      QEMB_RETURN_IF_ERROR(src.read(r, r + 1, x.data()));
+      bool row_constant = true;
+      float amax = 0.0f;
+      for (int64_t j = 0; j < dim; ++j) {
+        const float xf = x[static_cast<size_t>(j)];
+        const double xv = xf;
+        chunk_x2 += xv * xv;
+        wk.values.add(xv);
+        if (xv < report.act_range_lo - half_step || xv > report.act_range_hi + half_step) ++wk.clipped;
+        row_constant = row_constant && xf == x[0];
+        amax = std::max(amax, std::fabs(xf));
+      }
+      double nx2 = 0;
+      for (int64_t j = 0; j < dim; ++j) nx2 += static_cast<double>(x[static_cast<size_t>(j)]) * x[static_cast<size_t>(j)];
+      for (size_t si = 0; si < n_schemes; ++si) {
+        const SchemeInfo& sch = info[si];
+        const float s = row_scale_from_amax(amax, sch.qmax);
+        if (sch.bits == 8) {
+          qk.quantize_row_s8(x.data(), static_cast<size_t>(dim), s, q.data());
+        } else {
+          qk.quantize_row_s4(x.data(), static_cast<size_t>(dim), s, packed.data());
+          for (int64_t j = 0; j < dim; ++j) {
+            const uint8_t byte = packed[static_cast<size_t>(j / 2)];
+            const uint8_t nib = j % 2 ? static_cast<uint8_t>(byte >> 4) : static_cast<uint8_t>(byte & 0xF);
+            q[static_cast<size_t>(j)] = static_cast<int8_t>(static_cast<int8_t>(nib << 4) >> 4);
+          }
+        }
+        for (int p = 0; p < 2; ++p) {
+          const size_t k = 2 * si + static_cast<size_t>(p);
+          Partial& a = wk.partial[k];
+          Sums& sm = chunk_sums[k];
+          table.fill(patterns[p], s, sch.max_scale, sch.qmax, report.act);
+          const uint16_t* lv = table.level.data();
+          const float* yt = table.y.data();
+          const float* wt = table.w.data();
+          double dot = 0, ny2 = 0, ne2 = 0, row_max = 0;
+          const int first = q[0] + sch.qmax;
+          bool one_level = true;
+          for (int64_t j = 0; j < dim; ++j) {
+            const int qi = q[static_cast<size_t>(j)] + sch.qmax;
+            const double xv = x[static_cast<size_t>(j)], yv = yt[qi], wv = wt[qi];
+            const double e = yv - xv, we = wv - xv, ae = yv - wv;
+            dot += xv * yv;
+            ny2 += yv * yv;
+            ne2 += e * e;
+            row_max = std::max(row_max, std::abs(e));
+            sm.abs_e += std::abs(e);
+            sm.we2 += we * we;
+            sm.abs_we += std::abs(we);
+            a.max_we = std::max(a.max_we, std::abs(we));
+            sm.ae2 += ae * ae;
+            sm.abs_ae += std::abs(ae);
+            a.max_ae = std::max(a.max_ae, std::abs(ae));
+            one_level = one_level && lv[qi] == lv[first];
+            if (e == 0.0) {
+              a.errors.zeros++;
+            } else {
+              LogBinner::add(a.errors, binner.category(std::abs(e)));
+            }
+          }
+          sm.e2 += ne2;
+          a.max_e = std::max(a.max_e, row_max);
+          if (one_level && !row_constant) ++a.collapsed;
+          RowError re;
+          re.row = r;
+          re.row_scale = s;
+          re.max_abs_err = row_max;
+          if (nx2 == 0.0) {
+            re.rel_err = ne2 == 0.0 ? 0.0 : kInf;
+            re.cos = ny2 == 0.0 ? 1.0 : 0.0;
+          } else {
+            re.rel_err = std::sqrt(ne2 / nx2);
+            re.cos = ny2 == 0.0 ? 0.0 : std::clamp(dot / std::sqrt(nx2 * ny2), -1.0, 1.0);
+          }
+          sm.cos += re.cos;
+          if (re.cos == 1.0) {
+            a.cosines.zeros++;
+          } else {
+            a.cosines.add(std::log10(1.0 - re.cos));
+          }
+          a.scales.add(std::log10(static_cast<double>(s)));
+          if (keep_worst > 0) {
+            a.worst.push_back(re);
+            std::push_heap(a.worst.begin(), a.worst.end(), worse);
+            if (a.worst.size() > keep_worst) {
+              std::pop_heap(a.worst.begin(), a.worst.end(), worse);
+              a.worst.pop_back();
+            }
+          }
+          if (a.low_cos.size() < p1_rank || re.cos < a.low_cos.front()) {
+            a.low_cos.push_back(re.cos);
+            std::push_heap(a.low_cos.begin(), a.low_cos.end());
+            if (a.low_cos.size() > p1_rank) {
+              std::pop_heap(a.low_cos.begin(), a.low_cos.end());
+              a.low_cos.pop_back();
+            }
+          }
+          if (i % stride == 0) samples[k][static_cast<size_t>(i / stride)] = re;
+        }
+      }
+    }
+    if (!options.tokens) release_eval.done(begin, end);
+    return Status::Ok();
+  }));
+
+  double total_x2 = 0.0;
+  for (double v : sum_x2) total_x2 += v;
+  report.value_histogram = value_hist;
+  int64_t clipped = 0;
+  for (const Worker& w : workers) {
+    clipped += w.clipped;
+    merge_into(report.value_histogram, w.values);
+  }
+  for (size_t si = 0; si < n_schemes; ++si) {
+    const Scheme scheme = options.schemes[si];
     Result<LoweredEmbedding> deployed = resolve_pattern(Pattern::kAuto, target, scheme);
     if (deployed.ok() && !report.has_deployed_pattern) {
       report.deployed_pattern = deployed->pattern;
       report.deployed_reason = deployed->reason;
       report.has_deployed_pattern = true;
     }
-    const PcqTable pcq = quantize_table(table, rows, dim, scheme);
-    const float max_scale = pcq.max_scale();
-    const int qmax = weight_qmax(scheme);
-
-    Accumulator acc[2];
-    for (Accumulator& a : acc) {
-      a.rows.reserve(static_cast<size_t>(n_rows));
-      a.errors.lo = top - decades;
-      a.errors.hi = top;
-      a.errors.counts.assign(static_cast<size_t>(decades * per_decade), 0);
-    }
-    for (int64_t r : eval_rows) {
-      const float* x = table + r * dim;
-      bool row_constant = true;
-      for (int64_t j = 1; j < dim; ++j) row_constant = row_constant && x[j] == x[0];
-      for (int p = 0; p < 2; ++p) {
-        Accumulator& a = acc[p];
-        deployed_row(pcq, r, patterns[p], report.act, max_scale, qmax, y.data(), w.data(), level.data());
-        double dot = 0, nx2 = 0, ny2 = 0, ne2 = 0, row_max = 0;
-        bool one_level = true;
-        for (int64_t j = 0; j < dim; ++j) {
-          const double xv = x[j], yv = y[static_cast<size_t>(j)], wv = w[static_cast<size_t>(j)];
-          const double e = yv - xv, we = wv - xv, ae = yv - wv;
-          dot += xv * yv;
-          nx2 += xv * xv;
-          ny2 += yv * yv;
-          ne2 += e * e;
-          row_max = std::max(row_max, std::abs(e));
-          a.sum_abs_e += std::abs(e);
-          a.sum_we2 += we * we;
-          a.sum_abs_we += std::abs(we);
-          a.max_abs_we = std::max(a.max_abs_we, std::abs(we));
-          a.sum_ae2 += ae * ae;
-          a.sum_abs_ae += std::abs(ae);
-          a.max_abs_ae = std::max(a.max_abs_ae, std::abs(ae));
-          one_level = one_level && level[static_cast<size_t>(j)] == level[0];
-          if (e == 0.0) {
-            a.errors.zeros++;
-          } else {
-            a.errors.add(std::log10(std::abs(e)));
-          }
-        }
-        a.sum_e2 += ne2;
-        a.max_abs_e = std::max(a.max_abs_e, row_max);
-        if (one_level && !row_constant) ++a.collapsed;
-        RowError re;
-        re.row = r;
-        re.row_scale = pcq.scales[static_cast<size_t>(r)];
-        re.max_abs_err = row_max;
-        if (nx2 == 0.0) {
-          re.rel_err = ne2 == 0.0 ? 0.0 : kInf;
-          re.cos = ny2 == 0.0 ? 1.0 : 0.0;
-        } else {
-          re.rel_err = std::sqrt(ne2 / nx2);
-          re.cos = ny2 == 0.0 ? 0.0 : std::clamp(dot / std::sqrt(nx2 * ny2), -1.0, 1.0);
-        }
-        a.rows.push_back(re);
-      }
-    }
-
     for (int p = 0; p < 2; ++p) {
-      Accumulator& a = acc[p];
+      const size_t k = 2 * si + static_cast<size_t>(p);
+      Sums total;
+      for (int64_t c = 0; c < n_chunks; ++c) total.add(sums[static_cast<size_t>(c) * n_results + k]);
       EvalResult res;
       res.scheme = scheme;
       res.pattern = patterns[p];
       res.deployed = deployed.ok() && deployed->pattern == patterns[p];
-      res.sqnr_db = sqnr_db(sum_x2, a.sum_e2);
-      res.max_abs_err = a.max_abs_e;
-      res.mean_abs_err = a.sum_abs_e / n_values;
-      res.rms_err = std::sqrt(a.sum_e2 / n_values);
-      res.weight_max_abs_err = a.max_abs_we;
-      res.weight_mean_abs_err = a.sum_abs_we / n_values;
-      res.weight_sqnr_db = sqnr_db(sum_x2, a.sum_we2);
-      res.act_max_abs_err = a.max_abs_ae;
-      res.act_mean_abs_err = a.sum_abs_ae / n_values;
-      res.act_sqnr_db = sqnr_db(sum_x2, a.sum_ae2);
-      res.collapsed_rows = a.collapsed;
-      res.collapsed_fraction = static_cast<double>(a.collapsed) / static_cast<double>(n_rows);
+      res.max_scale = info[si].max_scale;
+      res.error_histogram = error_hist;
+      res.cos_histogram = cos_hist;
+      res.scale_histogram = info[si].scales;
+      std::vector<RowError> worst;
+      std::vector<double> low_cos;
+      for (const Worker& w : workers) {
+        const Partial& a = w.partial[k];
+        res.max_abs_err = std::max(res.max_abs_err, a.max_e);
+        res.weight_max_abs_err = std::max(res.weight_max_abs_err, a.max_we);
+        res.act_max_abs_err = std::max(res.act_max_abs_err, a.max_ae);
+        res.collapsed_rows += a.collapsed;
+        merge_into(res.error_histogram, a.errors);
+        merge_into(res.cos_histogram, a.cosines);
+        merge_into(res.scale_histogram, a.scales);
+        worst.insert(worst.end(), a.worst.begin(), a.worst.end());
+        low_cos.insert(low_cos.end(), a.low_cos.begin(), a.low_cos.end());
+      }
+      res.sqnr_db = sqnr_db(total_x2, total.e2);
+      res.mean_abs_err = total.abs_e / n_values;
+      res.rms_err = std::sqrt(total.e2 / n_values);
+      res.weight_mean_abs_err = total.abs_we / n_values;
+      res.weight_sqnr_db = sqnr_db(total_x2, total.we2);
+      res.act_mean_abs_err = total.abs_ae / n_values;
+      res.act_sqnr_db = sqnr_db(total_x2, total.ae2);
+      res.collapsed_fraction = static_cast<double>(res.collapsed_rows) / static_cast<double>(n_rows);
       res.clipped_values = clipped;
       res.clipped_fraction = static_cast<double>(clipped) / n_values;
-
-      std::vector<double> cosines;
-      cosines.reserve(a.rows.size());
-      double cos_sum = 0.0;
-      for (const RowError& re : a.rows) {
-        cosines.push_back(re.cos);
-        cos_sum += re.cos;
-      }
-      std::sort(cosines.begin(), cosines.end());
-      res.cos_mean = cos_sum / static_cast<double>(n_rows);
-      res.cos_min = cosines.front();
-      const size_t rank = (cosines.size() + 99) / 100;  // nearest rank: ceil(0.01 * N)
-      res.cos_p1 = cosines[rank - 1];
-
-      std::vector<RowError> ranked = a.rows;
-      const size_t keep = std::min(options.worst_rows, ranked.size());
-      std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(keep), ranked.end(),
-                        [](const RowError& l, const RowError& r) {
-                          return l.rel_err != r.rel_err ? l.rel_err > r.rel_err : l.row < r.row;
-                        });
-      ranked.resize(keep);
-      res.worst_rows = std::move(ranked);
-      res.rows = std::move(a.rows);
-      res.error_histogram = std::move(a.errors);
+      res.cos_mean = total.cos / static_cast<double>(n_rows);
+      std::sort(low_cos.begin(), low_cos.end());
+      res.cos_min = low_cos.front();
+      res.cos_p1 = low_cos[p1_rank - 1];
+      std::sort(worst.begin(), worst.end(), worse);
+      worst.resize(std::min(worst.size(), keep_worst));
+      res.worst_rows = std::move(worst);
+      res.rows = std::move(samples[k]);
       report.results.push_back(std::move(res));
     }
   }
@@ -317,6 +627,13 @@ Result<EvalReport> evaluate_table(const float* table, int64_t rows, int64_t dim,
     report.deployed_reason = why.ok() ? "" : "no pattern validates for the target: " + why.error().message;
   }
   return report;
+}
+
+Result<EvalReport> evaluate_table(const float* table, int64_t rows, int64_t dim, const EvalOptions& options,
+                                  const TargetVersion& target, const TableSource& source) {
+  if (rows > 0 && dim > 0 && table == nullptr)
+    return make_error(ErrorCode::kInvalidArgument, "no table given");
+  return evaluate_rows(TableRows(table, rows, dim), options, target, source);
 }
 
 namespace {
@@ -342,10 +659,12 @@ Result<EvalReport> evaluate_checkpoint(const std::string& checkpoint, const Eval
   QEMB_ASSIGN_OR_RETURN(ParamStore store, ParamStore::open(checkpoint));
   QEMB_ASSIGN_OR_RETURN(std::string name, embedding_name(store, options.tensor));
   QEMB_ASSIGN_OR_RETURN(ParamInfo info, store.info(name));
-  QEMB_ASSIGN_OR_RETURN(FloatTensor table, store.get(name));
   QEMB_ASSIGN_OR_RETURN(TargetVersion target, discover_target_version(options.qnn_sdk_version));
-  return evaluate_table(table.values.data(), info.shape[0], info.shape[1], options, target,
-                        TableSource{checkpoint, name, info.dtype});
+  // Streamed from the mapping, a row at a time: the table is never in memory whole.
+  const SafetensorsTensor* tensor = store.file().find(name);
+  if (tensor == nullptr) return make_error(ErrorCode::kInternal, "tensor '" + name + "' vanished from the checkpoint");
+  return evaluate_rows(SafetensorsRows(store.file(), *tensor), options, target,
+                       TableSource{checkpoint, name, info.dtype});
 }
 
 Result<FakeQuantResult> fakequant_store(ParamStore& store, const FakeQuantOptions& options,

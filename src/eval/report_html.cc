@@ -10,6 +10,7 @@
 #include "eval/printf_string.h"
 #include "qemb/eval.h"
 #include "qemb/file.h"
+#include "qemb/quantize.h"
 
 namespace qemb {
 
@@ -149,11 +150,11 @@ std::vector<Scheme> schemes_of(const EvalReport& report) {
 
 // Every row when there are few; otherwise an even stride plus the worst rows,
 // so the outliers a reader looks for are always drawn.
-std::vector<const RowError*> rows_to_draw(const EvalResult& r) {
+std::vector<const RowError*> rows_to_draw(const EvalResult& r, int64_t rows_evaluated) {
   std::vector<const RowError*> out;
   const size_t stride = (r.rows.size() + kMaxScatterPoints - 1) / kMaxScatterPoints;
   for (size_t i = 0; i < r.rows.size(); i += std::max<size_t>(stride, 1)) out.push_back(&r.rows[i]);
-  if (stride > 1)
+  if (stride > 1 || static_cast<int64_t>(r.rows.size()) < rows_evaluated)  // eval kept a sample
     for (const RowError& w : r.worst_rows) out.push_back(&w);
   return out;
 }
@@ -197,7 +198,7 @@ std::string scatter_plot(const EvalReport& report, Scheme scheme) {
     if (!r) continue;
     s += printf_string("<g class=\"points %s\" fill=\"%s\" fill-opacity=\"0.55\">\n", to_string(r->pattern),
              color_of(r->pattern));
-    for (const RowError* row : rows_to_draw(*r)) {
+    for (const RowError* row : rows_to_draw(*r, report.rows_evaluated)) {
       const double x = f.px(f.clamp_x(std::log10(static_cast<double>(row->row_scale))));
       const double e = row->rel_err > 0 ? std::log10(row->rel_err) : f.ylo;  // exact rows on the bottom edge
       const double y = f.py(f.clamp_y(std::isfinite(e) ? e : f.yhi));
@@ -319,6 +320,123 @@ std::string activation_range_plot(const EvalReport& report) {
   return s + "</svg>\n";
 }
 
+// Row scales (log10 s_r) with the legacy collapse threshold: a row whose
+// scale is below s_max / (2 qmax) has every s_r * q round to 0 at s_max, so
+// the legacy pattern outputs one level for the whole row.
+std::string scale_histogram_plot(const EvalReport& report, Scheme scheme) {
+  const EvalResult* r = find_result(report, scheme, Pattern::kOptimized);
+  if (!r) r = find_result(report, scheme, Pattern::kLegacy);
+  const Histogram& h = r->scale_histogram;
+  const int qmax = weight_qmax(scheme);
+  const double threshold = std::log10(static_cast<double>(r->max_scale) / (2.0 * qmax));
+  uint64_t peak = 1;
+  for (uint64_t c : h.counts) peak = std::max(peak, c);
+  Frame f;
+  f.xlo = std::min(h.lo, std::floor(threshold));
+  f.xhi = h.hi;
+  f.ylo = 0;
+  f.yhi = static_cast<double>(peak) * 1.08;
+  const std::string title = std::string(to_string(scheme)) + ": row scales and the legacy collapse threshold";
+  std::string s = svg_open(std::string("scales-") + to_string(scheme), title, f);
+  s += axes(f, log_ticks(f.xlo, f.xhi), linear_ticks(f.ylo, f.yhi), "row scale s_r (log)", "rows");
+  s += "<g class=\"bars\" fill=\"#7a8794\">\n";
+  const size_t n = h.counts.size();
+  uint64_t lost = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double x0 = h.lo + (h.hi - h.lo) * static_cast<double>(i) / static_cast<double>(n);
+    const double x1 = h.lo + (h.hi - h.lo) * static_cast<double>(i + 1) / static_cast<double>(n);
+    if (x1 <= threshold) lost += h.counts[i];
+    if (h.counts[i] == 0) continue;
+    const double y = f.py(static_cast<double>(h.counts[i]));
+    s += printf_string("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\"/>", f.px(x0), y,
+                       std::max(f.px(x1) - f.px(x0) - 0.5, 0.5), f.py(0) - y);
+  }
+  s += "\n</g>\n";
+  const double x = f.px(f.clamp_x(threshold));
+  s += printf_string("<line class=\"collapse-threshold\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                     "stroke-width=\"2\" stroke-dasharray=\"6 3\"/>\n",
+                     x, f.top, x, f.top + f.height, kLegacyColor);
+  const std::string label = printf_string("s_max/(2·qmax) = %.3g", r->max_scale / (2.0 * qmax));
+  const bool right = f.left + f.width - x > 5.6 * static_cast<double>(label.size()) + 8;
+  s += printf_string("<text class=\"collapse-threshold-label\" x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"%s\" "
+                     "text-anchor=\"%s\">",
+                     right ? x + 4 : x - 4, f.top + 14, kLegacyColor, right ? "start" : "end") +
+       escape(label) + "</text>\n";
+  s += legend(f, {{"#7a8794", "rows per bin"},
+                  {kLegacyColor, "legacy collapses rows left of the line"}});
+  return s + "</svg>\n";
+}
+
+// The share of rows whose 1 - cos is at most x, per pattern (rows with cos
+// exactly 1 count from the left edge).
+std::string cosine_cdf_plot(const EvalReport& report, Scheme scheme) {
+  const EvalResult* results[2] = {find_result(report, scheme, Pattern::kOptimized),
+                                  find_result(report, scheme, Pattern::kLegacy)};
+  Frame f;
+  for (const EvalResult* r : results)
+    if (r) {
+      f.xlo = r->cos_histogram.lo;
+      f.xhi = r->cos_histogram.hi;
+    }
+  f.ylo = 0;
+  f.yhi = 1.0;
+  const std::string title = std::string(to_string(scheme)) + ": per-row cosine, cumulative";
+  std::string s = svg_open(std::string("cos-cdf-") + to_string(scheme), title, f);
+  s += axes(f, log_ticks(f.xlo, f.xhi), linear_ticks(0, 1), "1 - cos(x, y) per row (log)", "share of rows");
+  std::vector<std::pair<std::string, std::string>> items;
+  for (const EvalResult* r : results) {
+    if (!r) continue;
+    const Histogram& h = r->cos_histogram;
+    const double total = static_cast<double>(std::max<uint64_t>(1, h.total()));
+    double done = static_cast<double>(h.zeros + h.below);
+    std::string path = printf_string("M%.1f %.1f", f.px(h.lo), f.py(done / total));
+    const size_t n = h.counts.size();
+    for (size_t i = 0; i < n; ++i) {
+      done += static_cast<double>(h.counts[i]);
+      const double x1 = h.lo + (h.hi - h.lo) * static_cast<double>(i + 1) / static_cast<double>(n);
+      path += printf_string(" L%.1f %.1f", f.px(x1), f.py(done / total));
+    }
+    s += printf_string("<path class=\"cdf %s\" d=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"/>\n",
+                       to_string(r->pattern), path.c_str(), color_of(r->pattern));
+    items.emplace_back(color_of(r->pattern), std::string(to_string(r->pattern)) +
+                                                 printf_string(" (cos p1 %.4f)", r->cos_p1));
+  }
+  s += legend(f, items);
+  return s + "</svg>\n";
+}
+
+// SQNR of every scheme and pattern as horizontal bars.
+std::string sqnr_bars_plot(const EvalReport& report) {
+  double top = 1.0;
+  for (const EvalResult& r : report.results)
+    if (std::isfinite(r.sqnr_db)) top = std::max(top, r.sqnr_db);
+  Frame f;
+  f.xlo = 0;
+  f.xhi = top * 1.1;
+  f.ylo = 0;
+  f.yhi = static_cast<double>(report.results.size());
+  f.left = 130;
+  f.width = 506;
+  std::string s = svg_open("sqnr-bars", "SQNR by scheme and pattern (higher is better)", f);
+  s += axes(f, linear_ticks(f.xlo, f.xhi), {}, "SQNR (dB)", "");
+  s += "<g class=\"bars\" font-size=\"11\">\n";
+  const double band = f.height / std::max(1.0, f.yhi);
+  for (size_t i = 0; i < report.results.size(); ++i) {
+    const EvalResult& r = report.results[i];
+    const double y = f.top + band * static_cast<double>(i);
+    const double v = std::isfinite(r.sqnr_db) ? std::max(0.0, r.sqnr_db) : f.xhi;
+    s += printf_string("<rect class=\"sqnr-bar %s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>",
+                       to_string(r.pattern), f.left, y + band * 0.18, f.px(v) - f.left, band * 0.64,
+                       color_of(r.pattern));
+    s += printf_string("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s %s%s</text>", f.left - 6, y + band * 0.55,
+                       to_string(r.scheme), to_string(r.pattern), r.deployed ? " *" : "");
+    s += printf_string("<text x=\"%.1f\" y=\"%.1f\">", f.px(v) + 4, y + band * 0.55) + db(r.sqnr_db) + "</text>\n";
+  }
+  s += "</g>\n";
+  s += legend(f, {{kOptimizedColor, "optimized"}, {kLegacyColor, "legacy"}, {"#ffffff", "* deployed for the target"}});
+  return s + "</svg>\n";
+}
+
 constexpr const char* kStyle = R"css(
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; color: #222;
        margin: 24px auto; max-width: 1360px; padding: 0 16px; background: #f7f7f5; }
@@ -332,8 +450,9 @@ th { background: #eef1f4; white-space: normal; vertical-align: bottom; }
 td.text, th.text { text-align: left; }
 tr.deployed td { background: #eef7ee; font-weight: 600; }
 .swatch { display: inline-block; width: 10px; height: 10px; margin-right: 5px; border-radius: 2px; }
-.plots { display: flex; flex-wrap: wrap; gap: 16px; }
-svg.plot { background: #fff; border: 1px solid #ddd; border-radius: 4px; font-family: inherit; }
+.plots { display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); gap: 16px; }
+svg.plot { background: #fff; border: 1px solid #ddd; border-radius: 4px; font-family: inherit; width: 100%;
+           height: auto; }
 .worst { display: flex; flex-wrap: wrap; gap: 16px; }
 dl { font-size: 13px; color: #444; } dt { font-weight: 600; margin-top: 6px; }
 )css";
@@ -419,19 +538,22 @@ std::string render_html_report(const EvalReport& report) {
        "<p class=\"note\">Green row: the pattern a compile for this target deploys. The weight part is the error of "
        "the dequantized weight (s_r&middot;q or s_max&middot;qi); the activation part is what the uint16 output "
        "encoding adds on top.</p>\n</section>\n";
+  // One grid for all plots of a kind, two to a row, so the page fills its
+  // width with one scheme as with two.
+  s += "<section id=\"overview\">\n<h2>SQNR and the activation range</h2>\n<p class=\"note\">Bars: SQNR of "
+       "each scheme and pattern (* the pattern a compile for this target deploys). The uint16 output encoding "
+       "covers the blue lines; table values in the red zones are clipped. Without calibration tokens the range is "
+       "the whole table's, so nothing is clipped.</p>\n<div class=\"plots\">\n" +
+       sqnr_bars_plot(report) + activation_range_plot(report) + "</div>\n</section>\n";
   s += "<section id=\"scatter\">\n<h2>Per-row error against row scale</h2>\n<p class=\"note\">One dot per row. The "
        "optimized pattern's relative error stays flat across row scales; the legacy pattern requantizes every row "
-       "to the largest row scale, so small rows lose resolution and, below about s_max/(2&middot;qmax), vanish "
-       "(relative error 1).</p>\n<div class=\"plots\">\n";
-  for (Scheme scheme : schemes_of(report)) s += scatter_plot(report, scheme);
+       "to the largest row scale, so small rows lose resolution and, below s_max/(2&middot;qmax) (the dashed line "
+       "of the row-scale histogram), vanish (relative error 1).</p>\n<div class=\"plots\">\n";
+  for (Scheme scheme : schemes_of(report)) s += scatter_plot(report, scheme) + scale_histogram_plot(report, scheme);
   s += "</div>\n</section>\n";
-  s += "<section id=\"histograms\">\n<h2>Error histograms</h2>\n<div class=\"plots\">\n";
-  for (Scheme scheme : schemes_of(report)) s += error_histogram_plot(report, scheme);
+  s += "<section id=\"histograms\">\n<h2>Error histograms and per-row cosines</h2>\n<div class=\"plots\">\n";
+  for (Scheme scheme : schemes_of(report)) s += error_histogram_plot(report, scheme) + cosine_cdf_plot(report, scheme);
   s += "</div>\n</section>\n";
-  s += "<section id=\"activation\">\n<h2>Activation range</h2>\n<p class=\"note\">The uint16 output encoding covers "
-       "the blue lines; table values in the red zones are clipped. Without calibration tokens the range is the "
-       "whole table's, so nothing is clipped.</p>\n<div class=\"plots\">\n" +
-       activation_range_plot(report) + "</div>\n</section>\n";
   s += "<section id=\"worst\">\n<h2>Worst rows</h2>\n" + worst_rows_tables(report) + "</section>\n";
   s += "<section id=\"definitions\">\n<h2>Definitions</h2>\n<dl>\n"
        "<dt>SQNR</dt><dd>10&middot;log10(&Sigma;x&sup2; / &Sigma;(y&minus;x)&sup2;) over all evaluated values; "

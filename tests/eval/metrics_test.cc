@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "qemb/eval.h"
+#include "qemb/safetensors.h"
 #include "support/test_util.h"
 
 namespace qemb {
@@ -325,6 +327,80 @@ TEST(Metrics, LegacyLosesToOptimizedOnLogNormalRowScales) {
     EXPECT_EQ(opt.collapsed_rows, 0);
     EXPECT_LT(leg.cos_p1, opt.cos_p1);
   }
+}
+
+// Eval streams the table in fixed chunks of rows (4096 at D = 8), so the sums
+// are chunk partials added in chunk order: the results are the same bits on 1
+// thread or many.
+TEST(Metrics, ResultsDoNotDependOnTheThreadCount) {
+  const int64_t rows = 20000, dim = 8;  // 5 chunks
+  const std::vector<float> table = qemb::testing::spread_table(rows, dim, 7);
+  EvalOptions one;
+  one.threads = 1;
+  one.row_sample = 1000;
+  EvalOptions many = one;
+  many.threads = 3;
+  auto a = evaluate_table(table.data(), rows, dim, one, version("2.48"));
+  auto b = evaluate_table(table.data(), rows, dim, many, version("2.48"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(eval_report_json(*a).dump(), eval_report_json(*b).dump());
+  for (size_t k = 0; k < a->results.size(); ++k) {
+    const EvalResult &x = a->results[k], &y = b->results[k];
+    EXPECT_EQ(x.sqnr_db, y.sqnr_db);
+    EXPECT_EQ(x.cos_mean, y.cos_mean);
+    EXPECT_EQ(x.mean_abs_err, y.mean_abs_err);
+    EXPECT_EQ(x.error_histogram.counts, y.error_histogram.counts);
+    EXPECT_EQ(x.cos_histogram.counts, y.cos_histogram.counts);
+    // A fixed sample of every 20th row, in row order.
+    ASSERT_EQ(x.rows.size(), 1000u);
+    ASSERT_EQ(y.rows.size(), 1000u);
+    for (size_t i = 0; i < x.rows.size(); ++i) {
+      EXPECT_EQ(x.rows[i].row, static_cast<int64_t>(20 * i));
+      EXPECT_EQ(y.rows[i].row, x.rows[i].row);
+      EXPECT_EQ(y.rows[i].rel_err, x.rows[i].rel_err);
+    }
+  }
+}
+
+// The streamed pass over a checkpoint gives what the in-memory table gives,
+// and every value's error lands in the bin std::log10 puts it in.
+TEST(Metrics, CheckpointIsEvaluatedAsTheTable) {
+  qemb::testing::TempDir dir;
+  const int64_t rows = 5000, dim = 40;
+  const std::vector<float> table = qemb::testing::spread_table(rows, dim, 11);
+  std::vector<uint8_t> bytes(table.size() * 4);
+  std::memcpy(bytes.data(), table.data(), bytes.size());
+  const std::string ckpt = dir.file("m.safetensors");
+  ASSERT_TRUE(write_safetensors(ckpt, {}, {{"model.embed_tokens.weight", "F32", {rows, dim}, bytes}}).ok());
+  EvalOptions o;
+  o.qnn_sdk_version = "2.48";
+  auto streamed = evaluate_checkpoint(ckpt, o);
+  ASSERT_TRUE(streamed.ok()) << streamed.error().message;
+  auto in_memory = evaluate_table(table.data(), rows, dim, o, version("2.48"));
+  ASSERT_TRUE(in_memory.ok());
+  nlohmann::ordered_json a = eval_report_json(*streamed), b = eval_report_json(*in_memory);
+  a.erase("file"), b.erase("file"), a.erase("tensor"), b.erase("tensor"), a.erase("dtype"), b.erase("dtype");
+  a["target"].erase("sdk_version_source"), b["target"].erase("sdk_version_source");
+  EXPECT_EQ(a.dump(), b.dump());
+  // The error histogram, recounted with std::log10 per value.
+  const EvalResult& r = result(*in_memory, Scheme::k16a4w, Pattern::kLegacy);
+  Histogram h = r.error_histogram;
+  std::fill(h.counts.begin(), h.counts.end(), 0);
+  h.below = h.above = h.zeros = 0;
+  const PcqTable pcq = quantize_table(table.data(), rows, dim, Scheme::k16a4w);
+  std::vector<float> y(static_cast<size_t>(rows * dim));
+  ASSERT_TRUE(deployed_rows(pcq, in_memory->act, Pattern::kLegacy, 0, rows, y.data()).ok());
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double e = static_cast<double>(y[i]) - static_cast<double>(table[i]);
+    if (e == 0.0) {
+      ++h.zeros;
+    } else {
+      h.add(std::log10(std::abs(e)));
+    }
+  }
+  EXPECT_EQ(h.counts, r.error_histogram.counts);
+  EXPECT_EQ(h.zeros, r.error_histogram.zeros);
+  EXPECT_EQ(h.below, r.error_histogram.below);
 }
 
 TEST(Metrics, BadInputIsAClearError) {

@@ -105,10 +105,11 @@ TEST(HtmlReport, HasItsPlotsAndFetchesNothing) {
   const EvalReport report = evaluate_spread(300, 16);
   const std::string html = render_html_report(report);
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
-  for (const char* id : {"scatter-16a4w", "scatter-16a8w", "errhist-16a4w", "errhist-16a8w", "act-range"})
+  for (const char* id : {"scatter-16a4w", "scatter-16a8w", "errhist-16a4w", "errhist-16a8w", "act-range",
+                         "scales-16a4w", "scales-16a8w", "cos-cdf-16a4w", "cos-cdf-16a8w", "sqnr-bars"})
     EXPECT_THAT(html, HasSubstr(std::string("<svg class=\"plot\" id=\"") + id + "\"")) << id;
-  EXPECT_EQ(count(html, "<svg"), 5u);
-  EXPECT_EQ(count(html, "</svg>"), 5u);
+  EXPECT_EQ(count(html, "<svg"), 10u);
+  EXPECT_EQ(count(html, "</svg>"), 10u);
   EXPECT_THAT(html, HasSubstr("<table class=\"metrics\" id=\"metrics\">"));
   EXPECT_EQ(count(html, "<tr class=\"deployed\">"), 2u);  // optimized, for each scheme
   EXPECT_EQ(count(html, "<table class=\"worst-rows\">"), 4u);
@@ -133,6 +134,60 @@ TEST(HtmlReport, HasItsPlotsAndFetchesNothing) {
   EXPECT_EQ(count(act, "class=\"act-bound\""), 2u);
 }
 
+// The row-scale histogram counts every evaluated row and marks where the
+// legacy pattern collapses rows: s_max / (2 qmax).
+TEST(HtmlReport, RowScalesShowTheLegacyCollapseThreshold) {
+  EvalOptions o;
+  o.schemes = {Scheme::k16a4w};
+  const EvalReport report = evaluate_spread(300, 16, o);
+  const EvalResult& r = report.results[0];
+  EXPECT_EQ(r.scale_histogram.total(), 300u);
+  EXPECT_EQ(r.scale_histogram.below + r.scale_histogram.above, 0u);
+  EXPECT_EQ(report.results[1].scale_histogram.counts, r.scale_histogram.counts);  // one per scheme
+  float smax = 0;
+  for (const RowError& row : r.rows) smax = std::max(smax, row.row_scale);
+  EXPECT_EQ(r.max_scale, smax);
+  const std::string svg = svg_with_id(render_html_report(report), "scales-16a4w");
+  EXPECT_EQ(count(svg, "class=\"collapse-threshold\""), 1u);
+  char label[64];
+  std::snprintf(label, sizeof label, "s_max/(2·qmax) = %.3g", smax / 14.0);
+  EXPECT_THAT(svg, HasSubstr(label));
+  EXPECT_GT(count(svg, "<rect x="), 3u);
+}
+
+// The cosine CDF: one line per pattern, ending at every row; the SQNR bars:
+// one per scheme and pattern.
+TEST(HtmlReport, CosineCdfAndSqnrBars) {
+  const EvalReport report = evaluate_spread(300, 16);
+  for (const EvalResult& r : report.results) EXPECT_EQ(r.cos_histogram.total(), 300u);
+  const std::string html = render_html_report(report);
+  const std::string cdf = svg_with_id(html, "cos-cdf-16a8w");
+  EXPECT_EQ(count(cdf, "<path class=\"cdf "), 2u);
+  EXPECT_THAT(cdf, HasSubstr("<path class=\"cdf optimized\""));
+  const std::string bars = svg_with_id(html, "sqnr-bars");
+  EXPECT_EQ(count(bars, "class=\"sqnr-bar optimized\""), 2u);
+  EXPECT_EQ(count(bars, "class=\"sqnr-bar legacy\""), 2u);
+}
+
+// Plots sit two to a row in every section, so one scheme fills the page's
+// width as two do.
+TEST(HtmlReport, PlotsComeInPairsWhateverTheSchemes) {
+  for (auto schemes : {std::vector<Scheme>{Scheme::k16a8w}, std::vector<Scheme>{Scheme::k16a4w, Scheme::k16a8w}}) {
+    EvalOptions o;
+    o.schemes = schemes;
+    const std::string html = render_html_report(evaluate_spread(40, 8, o));
+    EXPECT_THAT(html, HasSubstr("grid-template-columns: repeat(auto-fill, minmax(560px, 1fr))"));
+    size_t grids = 0;
+    for (size_t at = html.find("<div class=\"plots\">"); at != std::string::npos;
+         at = html.find("<div class=\"plots\">", at + 1), ++grids) {
+      const std::string grid = html.substr(at, html.find("</div>", at) - at);
+      EXPECT_EQ(count(grid, "<svg") % 2, 0u) << schemes.size() << " scheme(s)";
+      EXPECT_GE(count(grid, "<svg"), 2u);
+    }
+    EXPECT_EQ(grids, 3u);
+  }
+}
+
 TEST(HtmlReport, CalibrationShowsClippedZones) {
   EvalOptions o;
   o.calibration_tokens = std::vector<int64_t>{0, 1, 2};
@@ -142,11 +197,11 @@ TEST(HtmlReport, CalibrationShowsClippedZones) {
   EXPECT_GE(count(act, "class=\"clipped-zone\""), 1u);
 }
 
-TEST(HtmlReport, OneSchemeGivesOneScatterAndOneHistogram) {
+TEST(HtmlReport, OneSchemeGivesOnePlotOfEachKind) {
   EvalOptions o;
   o.schemes = {Scheme::k16a8w};
   const std::string html = render_html_report(evaluate_spread(40, 8, o));
-  EXPECT_EQ(count(html, "<svg"), 3u);
+  EXPECT_EQ(count(html, "<svg"), 6u);
   EXPECT_THAT(html, HasSubstr("id=\"scatter-16a8w\""));
   EXPECT_THAT(html, Not(HasSubstr("id=\"scatter-16a4w\"")));
 }
@@ -210,9 +265,11 @@ class HtmlReportInChromium : public ::testing::Test {
 
 TEST_F(HtmlReportInChromium, TheDomHasThePlots) {
   const std::string dom = chromium("--dump-dom");
-  for (const char* id : {"scatter-16a4w", "scatter-16a8w", "errhist-16a4w", "errhist-16a8w", "act-range"})
+  for (const char* id : {"scatter-16a4w", "scatter-16a8w", "errhist-16a4w", "errhist-16a8w", "act-range",
+                         "scales-16a4w", "scales-16a8w", "cos-cdf-16a4w", "cos-cdf-16a8w", "sqnr-bars"})
     EXPECT_THAT(dom, HasSubstr(std::string("id=\"") + id + "\"")) << id;
-  EXPECT_EQ(count(dom, "<svg"), 5u);
+  EXPECT_EQ(count(dom, "<svg"), 10u);
+  EXPECT_EQ(count(dom, "<path class=\"cdf"), 4u);
   EXPECT_EQ(count(dom, "<circle"), 2u * 2 * 256);  // two schemes, two patterns, every row
   EXPECT_EQ(count(dom, "<path class=\"hist"), 4u);
   EXPECT_THAT(dom, HasSubstr("What quantization cost"));

@@ -1,0 +1,88 @@
+// The compiler's parallel pass over the rows of a table, shared with eval:
+// fixed row chunks on a few threads, a progress report, and a row source over
+// a memory-mapped safetensors tensor that drops the pages it has consumed.
+#pragma once
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+
+#include "qemb/compiler.h"
+#include "qemb/safetensors.h"
+
+namespace qemb {
+
+using ProgressFn = std::function<void(const char* phase, int64_t rows_done, int64_t rows_total)>;
+
+// Runs fn(worker, begin, end) over the chunks [c * chunk, min(rows, (c + 1) *
+// chunk)) on up to `threads` workers (worker in [0, threads)) while the
+// calling thread reports progress. The chunks depend only on `rows` and
+// `chunk`, never on the thread count. Returns the error of the lowest failing
+// chunk, so the message does not depend on thread timing. `on_failure` runs on
+// the failing worker (e.g. to release writers of later chunks that wait).
+Status parallel_rows(int64_t rows, int64_t chunk, int threads, const char* phase, const ProgressFn& progress,
+                     const std::function<Status(int, int64_t, int64_t)>& fn,
+                     const std::function<void(int64_t, const Status&)>& on_failure = nullptr);
+
+// The activation encoding observed on the calibration rows only (the error
+// names a token outside the table's rows).
+Result<ActivationEncoding> calibration_encoding_of(const RowSource& src, const std::vector<int64_t>& tokens);
+
+// `requested` threads, or one per core when it is 0 or less.
+int default_threads(int requested);
+
+// About 1 MiB of float rows per chunk (8 to 4096 rows): a chunk's output stays
+// in cache, and chunks are many enough to share among threads.
+inline int64_t row_chunk(int64_t dim) { return std::clamp<int64_t>((int64_t{1} << 20) / (dim * 4), 8, 4096); }
+
+// Rows of a memory-mapped safetensors tensor. Rows already processed are
+// dropped from memory so a multi-GiB table never becomes resident whole.
+class SafetensorsRows final : public RowSource {
+ public:
+  SafetensorsRows(const SafetensorsFile& file, const SafetensorsTensor& tensor)
+      : file_(file),
+        tensor_(tensor),
+        row_bytes_(tensor.shape[0] > 0 ? tensor.byte_size() / static_cast<uint64_t>(tensor.shape[0]) : 0) {}
+  int64_t rows() const override { return tensor_.shape[0]; }
+  int64_t dim() const override { return tensor_.shape[1]; }
+  Status read(int64_t begin, int64_t end, float* out) const override {
+    return file_.read_rows_float(tensor_, begin, end, out);
+  }
+  void release(int64_t begin, int64_t end) const override {
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(file_.raw(tensor_)) + static_cast<uintptr_t>(begin) * row_bytes_;
+    const uintptr_t hi = reinterpret_cast<uintptr_t>(file_.raw(tensor_)) + static_cast<uintptr_t>(end) * row_bytes_;
+    const uintptr_t first = (lo + page - 1) & ~(page - 1), last = hi & ~(page - 1);
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  }
+
+ private:
+  const SafetensorsFile& file_;
+  const SafetensorsTensor& tensor_;
+  uint64_t row_bytes_;
+};
+
+// Releases consumed input in windows of about 8 MiB of float rows, each once,
+// by the chunk that crosses its end: a madvise per small chunk would split
+// the huge mappings the page cache may use and flush TLBs on every core each
+// time. A window may still hold rows another worker is reading; those pages
+// only fault back in.
+class ReleaseWindows {
+ public:
+  ReleaseWindows(const RowSource& src, int64_t chunk)
+      : src_(src), window_(std::max<int64_t>(chunk, (int64_t{8} << 20) / (src.dim() * 4))) {}
+  void done(int64_t begin, int64_t end) const {
+    const int64_t crossed = end / window_;
+    if (crossed > begin / window_) src_.release((crossed - 1) * window_, crossed * window_);
+    if (end == src_.rows() && crossed * window_ < src_.rows()) src_.release(crossed * window_, src_.rows());
+  }
+
+ private:
+  const RowSource& src_;
+  int64_t window_;
+};
+
+}  // namespace qemb
