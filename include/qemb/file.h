@@ -56,8 +56,8 @@ Result<std::vector<uint8_t>> read_input(const std::string& path);
 // folder is used instead, removed on every error path (not on SIGKILL).
 // The new file's mode is 0666 less the umask, or the replaced file's mode.
 //
-// "-" (standard output) and an existing character device or FIFO (also
-// through a link such as /dev/stdout) are streams: bytes go straight to them
+// "-" (standard output), an existing character device or FIFO (also through
+// a link), and whatever /dev/stdout or /dev/fd/N stands for are streams: bytes go straight to them
 // and nothing is created, renamed or removed. Random-access writes (write_at,
 // resize) to a stream are collected in an unnamed temporary file and copied
 // into it by commit(). Block devices, sockets and folders are refused.

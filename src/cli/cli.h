@@ -34,7 +34,8 @@ std::function<void(const char* phase, int64_t rows_done, int64_t rows_total)> pr
 nlohmann::json inspect_json(const std::string& path, const EmbeddingRuntime& runtime);
 
 // Where a command prints its summary: standard error when its output file is
-// "-" (standard output carries the file then), else standard output.
+// standard output ("-", /dev/stdout), which carries the file then; else
+// standard output.
 std::FILE* summary_stream(const std::string& output);
 
 // Exit codes, as most Unix tools use them.

@@ -13,7 +13,9 @@
 
 namespace qemb::cli {
 
-std::FILE* summary_stream(const std::string& output) { return output == kStdioPath ? stderr : stdout; }
+std::FILE* summary_stream(const std::string& output) {
+  return output == kStdioPath || same_file(output, "/dev/stdout") ? stderr : stdout;
+}
 
 Result<std::vector<int64_t>> tokens_from_flags(const std::string& list, const std::string& file) {
   if (!list.empty() && !file.empty())

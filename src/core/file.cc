@@ -99,6 +99,25 @@ std::string temp_name() {
   return name;
 }
 
+// True when `path` reaches an open file through /proc/self/fd or /dev/fd
+// (/dev/stdout, /dev/fd/3): written in place, as the descriptor's file;
+// replacing the link would replace /dev/stdout itself.
+bool through_fd_link(std::string path) {
+  for (int depth = 0; depth < 16; ++depth) {
+    if (path.rfind("/proc/", 0) == 0 || path.rfind("/dev/fd/", 0) == 0) return true;
+    char target[4096];
+    const ssize_t n = ::readlink(path.c_str(), target, sizeof(target) - 1);
+    if (n <= 0) return false;
+    std::string next(target, static_cast<size_t>(n));
+    if (next[0] != '/') {
+      const size_t slash = path.find_last_of('/');
+      next = (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + next;
+    }
+    path = next;
+  }
+  return false;
+}
+
 bool proc_fd_available() {
   static const bool available = ::access("/proc/self/fd", X_OK) == 0;
   return available;
@@ -227,9 +246,11 @@ Result<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::create(const std::st
   mode_t keep_mode = 0;
   bool replace_regular = false;
   if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || (S_ISREG(st.st_mode) && through_fd_link(path))) {
       // Written in place, never replaced: /dev/null, /dev/stdout, a pipe.
-      const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+      // A regular file behind /dev/stdout is appended to, as '>>' would want
+      // and '>' (an empty file) does not mind.
+      const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | (S_ISREG(st.st_mode) ? O_APPEND : 0));
       if (fd < 0) return w->io_error("", errno);
       w->stream_ = true;
       w->fd_ = fd;

@@ -5,6 +5,8 @@
 // output file, no temporary, the input untouched, and an existing output file
 // not clobbered.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include <algorithm>
 #include <cstring>
@@ -102,6 +104,10 @@ class BadInput : public ::testing::Test {
  public:  // the case tables read the fixture through a reference
   void SetUp() override {
     fs::create_directories(dir_.file("folder"));
+    // /dev/full, copied into the folder where root may: a regression then
+    // replaces the copy, not the machine's device.
+    full_ = dir_.file("full");
+    if (::mknod(full_.c_str(), S_IFCHR | 0666, ::makedev(1, 7)) != 0) full_ = "/dev/full";
     ckpt_ = dir_.file("model.safetensors");
     art_ = dir_.file("good.qemb");
     auto table = qemb::testing::spread_table(kVocab, kDim, 5);
@@ -161,7 +167,7 @@ class BadInput : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::string ckpt_, art_, good_artifact_;
+  std::string ckpt_, art_, good_artifact_, full_;
   std::vector<SectionInfo> sections_;
 };
 
@@ -261,14 +267,14 @@ TEST_F(BadInput, CommandLineTable) {
       {"compile output that is a folder", nullptr, "", "compile {ckpt} --qnn-sdk-version 2.48 -o {dir}/folder",
        "/folder': it is a folder; give the output a file name"},
       // -- outputs that are not regular files, for every command that writes --
-      {"compile output /dev/full", nullptr, "", "compile {ckpt} --qnn-sdk-version 2.48 -o /dev/full",
-       "cannot write '/dev/full': No space left on device"},
-      {"run output /dev/full", nullptr, "", "run {art} --tokens 1 -o /dev/full",
-       "cannot write '/dev/full': No space left on device"},
-      {"fakequant output /dev/full", nullptr, "", "fakequant {ckpt} --scheme 16a4w --qnn-sdk-version 2.48 -o /dev/full",
-       "cannot write '/dev/full': No space left on device"},
-      {"eval report /dev/full", nullptr, "", "eval {ckpt} --qnn-sdk-version 2.48 --report /dev/full",
-       "cannot write '/dev/full': No space left on device"},
+      {"compile output a full device", nullptr, "", "compile {ckpt} --qnn-sdk-version 2.48 -o {full}",
+       "/full': No space left on device"},
+      {"run output a full device", nullptr, "", "run {art} --tokens 1 -o {full}",
+       "/full': No space left on device"},
+      {"fakequant output a full device", nullptr, "", "fakequant {ckpt} --scheme 16a4w --qnn-sdk-version 2.48 -o {full}",
+       "/full': No space left on device"},
+      {"eval report a full device", nullptr, "", "eval {ckpt} --qnn-sdk-version 2.48 --report {full}",
+       "/full': No space left on device"},
       {"run output that is a folder", nullptr, "", "run {art} --tokens 1 -o {dir}/folder",
        "/folder': it is a folder; give the output a file name"},
       {"fakequant output that is a folder", nullptr, "",
@@ -510,7 +516,8 @@ TEST_F(BadInput, CommandLineTable) {
                                                                          : "out.qemb");
     std::string args = c.args;
     for (auto [from, to] : {std::pair<std::string, std::string>{"{bad}", bad}, {"{ckpt}", ckpt_}, {"{art}", art_},
-                            {"{out}", out}, {"{dir}", dir_.path().string()}})
+                            {"{out}", out}, {"{dir}", dir_.path().string()},
+                            {"{full}", full_}})
       args = replace_all(args, from, to);
 
     // Once with no output file, once with one from an earlier run.

@@ -7,6 +7,7 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -109,18 +110,26 @@ class Outputs : public ::testing::Test {
 
 // ---- outputs that are not regular files ---------------------------------------
 
+// Copies of /dev/null and /dev/full in the test's folder where root may make
+// them, so that a regression replaces a copy, not the machine's device.
+std::string device(const TempDir& dir, const std::string& name, unsigned minor) {
+  const std::string path = dir.file(name);
+  return ::mknod(path.c_str(), S_IFCHR | 0666, ::makedev(1, minor)) == 0 ? path : "/dev/" + name;
+}
+
 TEST_F(Outputs, DevicesAreWrittenInPlaceAndNeverReplaced) {
+  const std::string null = device(dir_, "null", 3), full = device(dir_, "full", 7);
   for (const Writer& w : writers_) {
     SCOPED_TRACE(w.name);
-    auto null = run_command(q(with_out(w, "/dev/null")));
-    EXPECT_EQ(null.exit_code, 0) << null.out;
-    auto full = run_command(q(with_out(w, "/dev/full")));  // replaced the device node before
-    EXPECT_EQ(full.exit_code, 1) << full.out;
-    EXPECT_NE(full.out.find("qemb: error: I/O error: cannot write '/dev/full': No space left on device"),
+    auto n = run_command(q(with_out(w, null)));
+    EXPECT_EQ(n.exit_code, 0) << n.out;
+    auto f = run_command(q(with_out(w, full)));  // replaced the device node before
+    EXPECT_EQ(f.exit_code, 1) << f.out;
+    EXPECT_NE(f.out.find("qemb: error: I/O error: cannot write '" + full + "': No space left on device"),
               std::string::npos)
-        << full.out;
-    EXPECT_TRUE(fs::is_character_file("/dev/full"));
-    EXPECT_TRUE(fs::is_character_file("/dev/null"));
+        << f.out;
+    EXPECT_TRUE(fs::is_character_file(full));
+    EXPECT_TRUE(fs::is_character_file(null));
   }
 }
 
@@ -131,6 +140,17 @@ TEST_F(Outputs, DashIsStandardOutputAndCarriesExactlyTheFile) {
     auto r = run_command("{ " + q(with_out(w, "-")) + " > " + got + "; }");
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_TRUE(read_text(got) == reference_[w.name]) << "standard output differs from the file output";
+    fs::remove(got);
+    // /dev/stdout redirected to a file is written through, never replaced
+    // (it was, by a file). A link of our own to /proc/self/fd/1 stands in for
+    // it, so that a regression cannot replace the machine's /dev/stdout.
+    const std::string stdout_link = dir_.file("stdout_link");
+    fs::remove(stdout_link);
+    fs::create_symlink("/proc/self/fd/1", stdout_link);
+    r = run_command("{ " + q(with_out(w, stdout_link)) + " > " + got + "; }");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_TRUE(read_text(got) == reference_[w.name]) << "/dev/stdout differs from the file output";
+    EXPECT_TRUE(fs::is_symlink(stdout_link));
     fs::remove(got);
   }
   // The summary moved to standard error: stdout stays the file alone.

@@ -207,5 +207,33 @@ TEST(NpyRead, MissingFile) {
   EXPECT_THAT(r.error().message, HasSubstr("missing.npy"));
 }
 
+// Written in pieces, the file is the same as written at once; a wrong byte
+// count is an error and leaves no file.
+TEST(NpyWriter, PiecesMakeTheSameFileAndTheCountIsChecked) {
+  const std::string dir = test_dir();
+  const std::vector<uint8_t> data = {1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0};
+  ASSERT_TRUE(write_npy(dir + "/whole.npy", "<u2", {2, 3}, data).ok());
+  {
+    auto w = NpyWriter::create(dir + "/pieces.npy", "<u2", {2, 3});
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    ASSERT_TRUE((*w)->write(data.data(), 5).ok());
+    ASSERT_TRUE((*w)->write(data.data() + 5, 7).ok());
+    EXPECT_THAT((*w)->write(data.data(), 1).message(), HasSubstr("more than the 12 data bytes its shape holds"));
+    ASSERT_TRUE((*w)->finish().ok());
+  }
+  EXPECT_EQ(read_all(dir + "/pieces.npy"), read_all(dir + "/whole.npy"));
+  {
+    auto w = NpyWriter::create(dir + "/short.npy", "<u2", {2, 3});
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    ASSERT_TRUE((*w)->write(data.data(), 10).ok());
+    EXPECT_THAT((*w)->finish().message(), HasSubstr("10 of its 12 data bytes were given"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/short.npy"));
+  auto bad = NpyWriter::create(dir + "/bad.npy", "<u2", {-1, 3});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.error().message, HasSubstr("invalid .npy shape"));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace qemb

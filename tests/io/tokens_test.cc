@@ -2,10 +2,12 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <type_traits>
 
 #include "qemb/npy.h"
@@ -166,6 +168,40 @@ TEST(ReadTokenFile, NpyNonIntegerOrTooLarge) {
   // A file with the magic but a broken header is an .npy error, not a text one.
   write_text(dir + "/broken.npy", std::string("\x93NUMPY\x01\x00\x05\x00{'a'", 14));
   expect_error(read_token_file(dir + "/broken.npy"), ErrorCode::kParseError, ".npy file");
+}
+
+// Lookups come out as the ids' shape + [dim]: the batch keeps its shape.
+TEST(ReadTokenBatch, KeepsTheShapeOfTheIds) {
+  const std::string dir = test_dir();
+  ASSERT_TRUE(write_npy(dir + "/bs.npy", "<i4", {2, 3}, le_bytes<int32_t>({1, 2, 3, 4, 5, 6})).ok());
+  ASSERT_TRUE(write_npy(dir + "/one.npy", "<i8", {}, le_bytes<int64_t>({9})).ok());
+  write_text(dir + "/ids.txt", "4, 5\n6 # comment\n");
+  auto bs = read_token_batch(dir + "/bs.npy");
+  ASSERT_TRUE(bs.ok()) << bs.error().message;
+  EXPECT_THAT(bs->shape, ElementsAre(2, 3));
+  EXPECT_THAT(bs->ids, ElementsAre(1, 2, 3, 4, 5, 6));
+  auto one = read_token_batch(dir + "/one.npy");
+  ASSERT_TRUE(one.ok()) << one.error().message;
+  EXPECT_THAT(one->shape, IsEmpty());
+  EXPECT_THAT(one->ids, ElementsAre(9));
+  auto text = read_token_batch(dir + "/ids.txt");
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  EXPECT_THAT(text->shape, ElementsAre(3));
+  EXPECT_THAT(text->ids, ElementsAre(4, 5, 6));
+  std::filesystem::remove_all(dir);
+}
+
+// Token files are read once, so a FIFO works; it was "not a regular file".
+TEST(ReadTokenBatch, ReadsAFifo) {
+  const std::string dir = test_dir();
+  const std::string fifo = dir + "/ids";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { write_text(fifo, "7 8 9"); });
+  auto batch = read_token_batch(fifo);
+  writer.join();
+  ASSERT_TRUE(batch.ok()) << batch.error().message;
+  EXPECT_THAT(batch->ids, ElementsAre(7, 8, 9));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
