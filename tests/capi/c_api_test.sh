@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs the C API test on an artifact compiled from the example checkpoint,
+# against the CLI's own lookup of the same ids.
+#   c_api_test.sh QEMB MAKE_EXAMPLE C_API_TEST
+set -euo pipefail
+qemb=$1 make_example=$2 test=$3
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/qemb-capi.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+"$make_example" "$tmp/model.safetensors" >/dev/null
+ids=(0 1 7 511 300 300 42 2)
+for pattern in optimized:2.48 legacy:2.37; do
+  for scheme in 16a4w 16a8w; do
+    "$qemb" compile "$tmp/model.safetensors" --scheme "$scheme" --qnn-sdk-version "${pattern#*:}" \
+      --quiet -o "$tmp/model.qemb"
+    list=$(IFS=,; echo "${ids[*]}")
+    "$qemb" run "$tmp/model.qemb" --tokens "$list" -o "$tmp/expected.npy"
+    (cd "$tmp" && "$test" model.qemb expected.npy 512 "${ids[@]}")
+    rm -f "$tmp/model.qemb" "$tmp/expected.npy"
+  done
+done
