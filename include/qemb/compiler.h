@@ -112,4 +112,13 @@ Result<CompiledEmbedding> compile_checkpoint(const std::string& checkpoint,
 // tables, e.g. for an exporter to another format.
 Result<CompiledEmbedding> compile_checkpoint(const std::string& checkpoint, const CompileOptions& options);
 
+// Compiles a row-major [rows, dim] table already in memory (a NumPy array, a
+// generated table), read in place, and writes `out_path` atomically as
+// compile_checkpoint does. `dtype` is "F32", "F16" or "BF16" (the elements'
+// encoding, as in safetensors); `source` is recorded as provenance (file
+// defaults to "<memory>", dtype to `dtype`). Rejects NaN/Inf and empty tables.
+Result<CompiledEmbedding> compile_array(const void* data, const std::string& dtype, int64_t rows, int64_t dim,
+                                        const CompileOptions& options, const std::string& out_path,
+                                        TableSource source = {});
+
 }  // namespace qemb
