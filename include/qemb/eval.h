@@ -192,6 +192,11 @@ struct FakeQuantResult {
   ActivationEncoding act;
 };
 
+// The deployed lookup's values for every row of a row-major float table (what
+// fakequant writes back), into out[rows * dim]; `out` may be `table` itself.
+// result.tensor and result.dtype stay empty.
+Result<FakeQuantResult> fakequant_table(const float* table, int64_t rows, int64_t dim,
+                                        const FakeQuantOptions& options, const TargetVersion& target, float* out);
 // Replaces, in `store`, the embedding's values with what the deployed lookup
 // returns (deployed_rows over every row). The store is not saved.
 Result<FakeQuantResult> fakequant_store(ParamStore& store, const FakeQuantOptions& options,

@@ -667,25 +667,31 @@ Result<EvalReport> evaluate_checkpoint(const std::string& checkpoint, const Eval
                        TableSource{checkpoint, name, info.dtype});
 }
 
+Result<FakeQuantResult> fakequant_table(const float* table, int64_t rows, int64_t dim,
+                                        const FakeQuantOptions& options, const TargetVersion& target, float* out) {
+  QEMB_RETURN_IF_ERROR(check_table(table, rows, dim));
+  FakeQuantResult r;
+  r.rows = rows;
+  r.dim = dim;
+  QEMB_ASSIGN_OR_RETURN(LoweredEmbedding resolved, resolve_pattern(options.pattern, target, options.scheme));
+  r.pattern = resolved.pattern;
+  r.pattern_reason = resolved.reason;
+  QEMB_ASSIGN_OR_RETURN(r.act, observe_activation(table, rows, dim, options.calibration_tokens));
+  const PcqTable pcq = quantize_table(table, rows, dim, options.scheme);
+  QEMB_RETURN_IF_ERROR(deployed_rows(pcq, r.act, r.pattern, 0, rows, out));
+  return r;
+}
+
 Result<FakeQuantResult> fakequant_store(ParamStore& store, const FakeQuantOptions& options,
                                         const TargetVersion& target) {
   QEMB_ASSIGN_OR_RETURN(std::string name, embedding_name(store, options.tensor));
   QEMB_ASSIGN_OR_RETURN(ParamInfo info, store.info(name));
   QEMB_ASSIGN_OR_RETURN(FloatTensor table, store.get(name));
-  const int64_t rows = info.shape[0], dim = info.shape[1];
-  QEMB_RETURN_IF_ERROR(check_table(table.values.data(), rows, dim));
-  FakeQuantResult out;
+  // Overwrite in place: each row is read (quantized) before it is replaced.
+  QEMB_ASSIGN_OR_RETURN(FakeQuantResult out, fakequant_table(table.values.data(), info.shape[0], info.shape[1],
+                                                             options, target, table.values.data()));
   out.tensor = name;
   out.dtype = info.dtype;
-  out.rows = rows;
-  out.dim = dim;
-  QEMB_ASSIGN_OR_RETURN(LoweredEmbedding resolved, resolve_pattern(options.pattern, target, options.scheme));
-  out.pattern = resolved.pattern;
-  out.pattern_reason = resolved.reason;
-  QEMB_ASSIGN_OR_RETURN(out.act, observe_activation(table.values.data(), rows, dim, options.calibration_tokens));
-  const PcqTable pcq = quantize_table(table.values.data(), rows, dim, options.scheme);
-  // Overwrite in place: each row is read (quantized above) before it is replaced.
-  QEMB_RETURN_IF_ERROR(deployed_rows(pcq, out.act, out.pattern, 0, rows, table.values.data()));
   QEMB_RETURN_IF_ERROR(store.set(name, std::move(table)));
   return out;
 }
