@@ -23,7 +23,7 @@ started=$SECONDS
 cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="${FUZZ_CXX:-clang++-14}" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1" \
   -DQEMB_SANITIZE=address,undefined -DQEMB_BUILD_FUZZ=ON \
-  -DQEMB_BUILD_TESTS=OFF -DQEMB_BUILD_BENCH=OFF >/dev/null
+  -DQEMB_BUILD_TESTS=OFF -DQEMB_BUILD_BENCH=OFF -DQEMB_BUILD_PYTHON=OFF >/dev/null
 cmake --build "$build" -j2 --target "${targets[@]/#/fuzz_}"
 echo "ci-fuzz: built ${#targets[@]} targets in $((SECONDS - started)) s"
 

@@ -16,7 +16,7 @@ started=$SECONDS
 # -O1 and line tables only: half the compile time of -O2 -g, still exact
 # stack traces; no NDEBUG, so asserts run too.
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-  -DQEMB_SANITIZE=address,undefined -DQEMB_BUILD_TESTS=ON -DQEMB_BUILD_BENCH=OFF >/dev/null
+  -DQEMB_SANITIZE=address,undefined -DQEMB_BUILD_TESTS=ON -DQEMB_BUILD_BENCH=OFF -DQEMB_BUILD_PYTHON=OFF >/dev/null
 cmake --build build-asan -j2
 built=$SECONDS
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
@@ -28,7 +28,7 @@ echo "ci-sanitizers: ASan+UBSan build $((built - started)) s, tests $((SECONDS -
 # -- TSan: the concurrency stress test and the streamed compile -----------------
 tsan_started=$SECONDS
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1" \
-  -DQEMB_SANITIZE=thread -DQEMB_BUILD_TESTS=ON -DQEMB_BUILD_BENCH=OFF >/dev/null
+  -DQEMB_SANITIZE=thread -DQEMB_BUILD_TESTS=ON -DQEMB_BUILD_BENCH=OFF -DQEMB_BUILD_PYTHON=OFF >/dev/null
 cmake --build build-tsan -j2 --target runtime_stress_test compile_kernels_test artifact_stream_test
 tsan_built=$SECONDS
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}

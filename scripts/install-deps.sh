@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages qemb builds and tests with (run as root).
 # Pass --test to add what only the test stages need (Chromium for the report
-# test, clang for fuzzing and sanitizers, Node.js and npm for ONNX Runtime).
+# test, clang for fuzzing and sanitizers, Node.js and npm for ONNX Runtime,
+# pytest and PyTorch for the Python module's tests; python3-torch takes about
+# a minute to install).
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config
           libhwy-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libpthreadpool-dev
           libonnx-dev libprotobuf-dev
-          libgtest-dev libgmock-dev libbenchmark-dev)
+          libgtest-dev libgmock-dev libbenchmark-dev
+          pybind11-dev python3-dev python3-numpy)
 if [[ "${1:-}" == "--test" ]]; then
-  packages+=(chromium clang-14 libclang-rt-14-dev)
+  packages+=(chromium clang-14 libclang-rt-14-dev
+             python3-pytest python3-torch)
   # Any Node.js with npm will do (e.g. one already installed from elsewhere).
   command -v npm >/dev/null || packages+=(nodejs npm)
 fi

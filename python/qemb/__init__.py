@@ -1,0 +1,135 @@
+"""qemb: per-channel-quantized embedding tables with exact, fast lookups.
+
+    import numpy as np, qemb
+    table = np.random.default_rng(0).standard_normal((1000, 64), dtype=np.float32)
+    info = qemb.compile(table, scheme="16a4w", qnn_sdk_version="2.48", out="table.qemb")
+    rt = qemb.Runtime("table.qemb")
+    rows = rt.lookup(np.array([[1, 2], [3, 4]]))        # uint16, shape (2, 2, 64)
+    vals = rt.lookup_dequantized([1, 2, 3])              # float32, shape (3, 64)
+
+Every error is a qemb.Error, and also the builtin that fits (IdOutOfRange is
+an IndexError, a corrupt file a ValueError, a missing one a FileNotFoundError).
+qemb.torch has a drop-in nn.Embedding replacement.
+"""
+from __future__ import annotations
+
+from . import _qemb
+from ._qemb import (  # noqa: F401
+    CorruptArtifact,
+    Error,
+    IdOutOfRange,
+    InternalError,
+    InvalidArgument,
+    IoError,
+    NotFound,
+    ParseError,
+    Runtime,
+    Unsupported,
+    ValidationError,
+    VersionError,
+    evaluate as _evaluate,
+    fakequant as _fakequant,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Artifact", "Runtime", "compile", "evaluate", "fakequant",
+    "Error", "InvalidArgument", "IdOutOfRange", "NotFound", "ParseError", "Unsupported", "IoError",
+    "CorruptArtifact", "VersionError", "ValidationError", "InternalError",
+]
+
+
+class Artifact(dict):
+    """An artifact's description: the fields of `qemb inspect --json` (scheme,
+    pattern, pattern_reason, sdk_version, vocab_size, dim, act_scale,
+    act_offset, ops, tensors, kernel, isa, mode, ...), as a dict whose keys
+    are also attributes."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _table(source):
+    """(array, dtype hint) for a 2-D table: numpy float32/float16 as is, a
+    torch tensor viewed without copying (bfloat16 as its raw bits)."""
+    mod = type(source).__module__
+    if mod == "torch" or mod.startswith("torch."):
+        import torch
+        t = source.detach().cpu().contiguous()
+        if t.dtype == torch.bfloat16:
+            return t.view(torch.int16).numpy(), "BF16"
+        return t.numpy(), None
+    return source, None
+
+
+def _float32(source):
+    import numpy as np
+    array, hint = _table(source)
+    if hint == "BF16":
+        import torch
+        return source.detach().cpu().to(torch.float32).numpy()
+    array = np.asarray(array)
+    return array.astype(np.float32) if array.dtype == np.float16 else array
+
+
+def compile(source, *, tensor=None, scheme="16a4w", pattern="auto", qnn_sdk_version=None,
+            calibration_tokens=None, mode="auto", memory_budget=None, threads=0, out, name=None) -> Artifact:
+    """Quantizes a table and writes the .qemb artifact `out`; returns its description.
+
+    source              a safetensors checkpoint path, or a 2-D table: a numpy
+                        float32/float16 array or a torch tensor (float32,
+                        float16, bfloat16), read in place
+    tensor              the checkpoint's embedding tensor (default: found by name)
+    scheme              "16a4w" or "16a8w"
+    pattern             "auto", "optimized" or "legacy"
+    qnn_sdk_version     the target SDK, e.g. "2.48" (default: from QNN_SDK_ROOT)
+    calibration_tokens  ids (or a token file) whose rows define the activation range
+    mode                "materialize", "fused" or "auto" (fused above memory_budget bytes)
+    threads             threads that quantize rows (0 = one per core)
+    name                node name of the lowered ops (default "embedding")
+
+    The file appears only when complete; on any error nothing is written.
+    """
+    if isinstance(source, (str, bytes)) or hasattr(source, "__fspath__"):
+        array, hint = source, None
+    else:
+        array, hint = _table(source)
+    return Artifact(_qemb.compile(array, tensor=tensor, scheme=scheme, pattern=pattern,
+                                  qnn_sdk_version=qnn_sdk_version, calibration_tokens=calibration_tokens,
+                                  mode=mode, memory_budget=memory_budget, threads=threads, out=out,
+                                  name=name, dtype=hint))
+
+
+def evaluate(source, *, tensor=None, scheme="all", qnn_sdk_version=None, calibration_tokens=None,
+             tokens=None, worst_rows=10) -> dict:
+    """What quantization costs, for each scheme and both patterns: the object
+    `qemb eval --json` prints (tensor, dtype, file, vocab_size, dim,
+    rows_evaluated, activation, target, results[...]).
+
+    source is a checkpoint path or a 2-D table (numpy or torch); tokens limits
+    the evaluated rows to those ids; scheme is "16a4w", "16a8w" or "all".
+    """
+    if not (isinstance(source, str) or hasattr(source, "__fspath__")):
+        source = _float32(source)
+    return _evaluate(source, tensor=tensor, scheme=scheme, qnn_sdk_version=qnn_sdk_version,
+                     calibration_tokens=calibration_tokens, tokens=tokens, worst_rows=worst_rows)
+
+
+def fakequant(source, *, tensor=None, scheme="16a4w", pattern="auto", qnn_sdk_version=None,
+              calibration_tokens=None, out=None):
+    """The values the deployed lookup returns, in float.
+
+    For a checkpoint path: writes a copy to `out` in which the embedding holds
+    those values (in its own dtype; every other byte unchanged), and returns a
+    dict (tensor, dtype, rows, dim, pattern, pattern_reason, act_scale,
+    act_offset). For a 2-D table (numpy or torch): returns them as a float32
+    numpy array of the same shape.
+    """
+    if not (isinstance(source, str) or hasattr(source, "__fspath__")):
+        source = _float32(source)
+    return _fakequant(source, tensor=tensor, scheme=scheme, pattern=pattern, qnn_sdk_version=qnn_sdk_version,
+                      calibration_tokens=calibration_tokens, out=out)

@@ -1,0 +1,96 @@
+# Type stubs for the qemb package (the extension qemb._qemb and its wrappers).
+import os
+from typing import Any, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+_Path = Union[str, os.PathLike[str]]
+_Ids = Union[int, Sequence[int], npt.NDArray[np.integer[Any]]]
+_Tokens = Union[None, _Path, Sequence[int], npt.NDArray[np.integer[Any]]]
+_Table = Any  # a 2-D numpy float32/float16 array or a torch tensor (float32, float16, bfloat16)
+
+class Error(Exception):
+    """Base class of every error qemb raises."""
+
+class InvalidArgument(Error, ValueError):
+    code: str
+class IdOutOfRange(Error, IndexError):
+    code: str
+class NotFound(Error, FileNotFoundError):
+    code: str
+class ParseError(Error, ValueError):
+    code: str
+class Unsupported(Error, ValueError):
+    code: str
+class IoError(Error, OSError):
+    code: str
+class CorruptArtifact(Error, ValueError):
+    code: str
+class VersionError(Error, ValueError):
+    code: str
+class ValidationError(Error, ValueError):
+    code: str
+class InternalError(Error, RuntimeError):
+    code: str
+
+class Artifact(dict[str, Any]):
+    """The fields of `qemb inspect --json`, as keys and as attributes."""
+    scheme: str
+    pattern: str
+    pattern_reason: str
+    sdk_version: Optional[str]
+    vocab_size: int
+    dim: int
+    act_scale: float
+    act_offset: int
+    ops: list[dict[str, Any]]
+    tensors: list[dict[str, Any]]
+    kernel: str
+    isa: str
+    mode: str
+    def __getattr__(self, name: str) -> Any: ...
+
+class Runtime:
+    """A loaded .qemb artifact serving exact lookups; share it between threads."""
+    def __init__(self, path: _Path, *, threads: int = 1, verify: str = "full", reference: bool = False) -> None: ...
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def activation(self) -> Tuple[float, int]:
+        """(scale, offset): real = scale * (q + offset)."""
+    @property
+    def kernel(self) -> str: ...
+    @property
+    def isa(self) -> str: ...
+    @property
+    def threads(self) -> int: ...
+    @property
+    def path(self) -> str: ...
+    def lookup(self, ids: _Ids, out: Optional[npt.NDArray[np.uint16]] = None) -> npt.NDArray[np.uint16]:
+        """uint16 rows of shape ids.shape + (dim,); out= is written in place."""
+    def lookup_dequantized(self, ids: _Ids, out: Optional[npt.NDArray[np.float32]] = None) -> npt.NDArray[np.float32]:
+        """float32 rows y = scale * (q + offset) of shape ids.shape + (dim,)."""
+    def describe(self) -> dict[str, Any]:
+        """The fields of `qemb inspect --json`."""
+
+def compile(source: Union[_Path, _Table], *, tensor: Optional[str] = None, scheme: str = "16a4w",
+            pattern: str = "auto", qnn_sdk_version: Optional[str] = None, calibration_tokens: _Tokens = None,
+            mode: str = "auto", memory_budget: Optional[int] = None, threads: int = 0, out: _Path,
+            name: Optional[str] = None) -> Artifact:
+    """Quantizes a checkpoint's embedding or a 2-D table into the .qemb file `out`."""
+
+def evaluate(source: Union[_Path, _Table], *, tensor: Optional[str] = None, scheme: str = "all",
+             qnn_sdk_version: Optional[str] = None, calibration_tokens: _Tokens = None, tokens: _Tokens = None,
+             worst_rows: int = 10) -> dict[str, Any]:
+    """The object `qemb eval --json` prints."""
+
+def fakequant(source: Union[_Path, _Table], *, tensor: Optional[str] = None, scheme: str = "16a4w",
+              pattern: str = "auto", qnn_sdk_version: Optional[str] = None, calibration_tokens: _Tokens = None,
+              out: Optional[_Path] = None) -> Union[dict[str, Any], npt.NDArray[np.float32]]:
+    """A checkpoint copy with the deployed values written to `out` (returns a dict), or, for a table, those
+    values as a float32 array."""

@@ -1,0 +1,565 @@
+// The Python extension qemb._qemb: a thin layer over the public C++ API.
+// It converts arguments, releases the GIL around the library's work, and
+// turns a failed Status into the qemb exception for its ErrorCode carrying
+// the library's message unchanged. The numerics all live in the library.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "qemb/compiler.h"
+#include "qemb/eval.h"
+#include "qemb/inspect.h"
+#include "qemb/runtime.h"
+#include "qemb/tokens.h"
+
+namespace py = pybind11;
+
+namespace qemb::python {
+namespace {
+
+constexpr int kNumCodes = static_cast<int>(ErrorCode::kInternal) + 1;
+// Exception classes by ErrorCode; owned by the module (leaked on purpose:
+// they live as long as the interpreter).
+PyObject* g_error_classes[kNumCodes] = {};
+PyObject* g_error_base = nullptr;
+
+[[noreturn]] void throw_error(const Error& e) {
+  const int code = static_cast<int>(e.code);
+  PyObject* cls = code > 0 && code < kNumCodes && g_error_classes[code] ? g_error_classes[code] : g_error_base;
+  PyErr_SetString(cls, e.message.c_str());
+  throw py::error_already_set();
+}
+[[noreturn]] void throw_error(ErrorCode code, std::string message) { throw_error(Error(code, std::move(message))); }
+void check(const Status& s) {
+  if (!s.ok()) throw_error(s.error());
+}
+template <typename T>
+T take(Result<T> r) {
+  if (!r.ok()) throw_error(r.error());
+  return std::move(r).value();
+}
+
+py::object json_to_py(const nlohmann::json& j) {
+  static py::handle loads = py::object(py::module_::import("json").attr("loads")).release();
+  return loads(j.dump());
+}
+py::object json_to_py(const nlohmann::ordered_json& j) {
+  static py::handle loads = py::object(py::module_::import("json").attr("loads")).release();
+  return loads(j.dump());
+}
+
+py::handle numpy() {
+  static py::handle np = py::module_::import("numpy").release();
+  return np;
+}
+
+std::string fspath(const py::handle& path) {
+  static py::handle os_fspath = py::object(py::module_::import("os").attr("fspath")).release();
+  py::object p = os_fspath(path);
+  if (!py::isinstance<py::str>(p)) throw_error(ErrorCode::kInvalidArgument, "paths must be str or os.PathLike of str");
+  return p.cast<std::string>();
+}
+
+bool is_path(const py::handle& obj) {
+  static py::handle pathlike = py::object(py::module_::import("os").attr("PathLike")).release();
+  return py::isinstance<py::str>(obj) || py::isinstance(obj, pathlike);
+}
+
+std::string dtype_name(const py::dtype& dt) {
+  return py::reinterpret_steal<py::str>(PyObject_Str(dt.ptr())).cast<std::string>();
+}
+
+bool native_order(const py::dtype& dt) {
+  const char order = dt.byteorder();
+  return order == '=' || order == '|' || order == '<';  // the library is little-endian only
+}
+
+
+// ---- ids ------------------------------------------------------------------
+
+// Token ids as the runtime reads them: int32 or int64, C-contiguous, native
+// byte order. Such an array is used in place; anything else is converted.
+struct Ids {
+  py::array array;
+  bool is32 = false;
+  std::vector<py::ssize_t> shape;
+  size_t count = 0;
+  const void* data = nullptr;
+};
+
+// numpy's own structs, read directly: the fast path of a lookup creates no
+// Python objects for its checks.
+const py::detail::PyArray_Proxy* array_of(const py::handle& a) { return py::detail::array_proxy(a.ptr()); }
+const py::detail::PyArrayDescr_Proxy* descr_of(const py::handle& a) {
+  return py::detail::array_descriptor_proxy(array_of(a)->descr);
+}
+bool native_order(char order) { return order == '=' || order == '|' || order == '<'; }
+constexpr int kCContiguous = py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_;
+constexpr int kWriteable = py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+
+Ids as_ids(const py::handle& obj) {
+  Ids ids;
+  const bool given_array = py::isinstance<py::array>(obj);
+  if (given_array) {
+    const auto* a = array_of(obj);
+    const auto* d = descr_of(obj);
+    if (d->kind == 'i' && (d->elsize == 4 || d->elsize == 8) && native_order(d->byteorder) &&
+        (a->flags & kCContiguous)) {  // read in place
+      ids.array = py::reinterpret_borrow<py::array>(obj);
+      ids.is32 = d->elsize == 4;
+      ids.shape.reserve(a->nd + 1);
+      ids.shape.assign(a->dimensions, a->dimensions + a->nd);
+      ids.count = 1;
+      for (int i = 0; i < a->nd; ++i) ids.count *= static_cast<size_t>(a->dimensions[i]);
+      ids.data = a->data;
+      return ids;
+    }
+  }
+  py::array a = given_array ? py::reinterpret_borrow<py::array>(obj) : py::array(numpy().attr("asarray")(obj));
+  py::dtype dt = a.dtype();
+  const char kind = dt.kind();
+  const auto itemsize = dt.itemsize();
+  if (!given_array && a.size() == 0) {  // [] is an empty list of ids, not of floats
+    a = numpy().attr("empty")(a.attr("shape"), "int64");
+  } else if (kind != 'i' && kind != 'u') {
+    throw_error(ErrorCode::kInvalidArgument, "ids must be integers (int32 or int64); got " + dtype_name(dt));
+  } else if (kind == 'u' && itemsize == 8) {
+    throw_error(ErrorCode::kInvalidArgument, "ids of dtype uint64 may not fit int64; pass int64 or int32 ids");
+  }
+  dt = a.dtype();
+  const bool in_place = dt.kind() == 'i' && (dt.itemsize() == 4 || dt.itemsize() == 8) && native_order(dt) &&
+                        (a.flags() & py::array::c_style);
+  if (!in_place) {
+    const char* want = dt.kind() == 'i' && dt.itemsize() == 4 ? "int32" : "int64";
+    a = numpy().attr("ascontiguousarray")(a, want);
+    dt = a.dtype();
+  }
+  ids.is32 = dt.itemsize() == 4;
+  ids.shape.assign(a.shape(), a.shape() + a.ndim());
+  ids.count = static_cast<size_t>(a.size());
+  ids.data = a.data();
+  ids.array = std::move(a);
+  return ids;
+}
+
+// ---- the runtime ----------------------------------------------------------
+
+Verify parse_verify(const std::string& s) {
+  if (s == "full") return Verify::kFull;
+  if (s == "header") return Verify::kHeader;
+  throw_error(ErrorCode::kInvalidArgument, "unknown verify '" + s + "': expected full or header");
+}
+
+// Lookups of fewer values than this keep the GIL: they take less time than
+// handing it over and back, and the Python call around them holds it anyway.
+constexpr size_t kKeepGilValues = 4096;
+
+class Runtime {
+ public:
+  Runtime(const py::object& path, int threads, const std::string& verify, bool reference) : path_(fspath(path)) {
+    if (threads < 0)
+      throw_error(ErrorCode::kInvalidArgument,
+            "threads is " + std::to_string(threads) + ": expected 0 (one per core) or more");
+    RuntimeOptions o;
+    o.verify = parse_verify(verify);
+    o.threads = threads;
+    o.reference = reference;
+    Result<std::unique_ptr<EmbeddingRuntime>> r = Error();
+    {
+      py::gil_scoped_release release;
+      r = EmbeddingRuntime::load(path_, o);
+    }
+    rt_ = take(std::move(r));
+  }
+
+  template <typename T>
+  py::array lookup(const py::handle& ids_obj, const py::object& out_obj) const {
+    Ids ids = as_ids(ids_obj);
+    std::vector<py::ssize_t>& shape = ids.shape;  // becomes the output's: ids.shape + (dim,)
+    shape.push_back(static_cast<py::ssize_t>(rt_->dim()));
+    py::array out = out_obj.is_none() ? py::array(py::array_t<T>(shape)) : checked_out<T>(out_obj, shape);
+    T* dst = static_cast<T*>(out.mutable_data());
+    Status s;
+    if (ids.count * static_cast<size_t>(rt_->dim()) < kKeepGilValues) {
+      s = run<T>(ids, dst);
+    } else {
+      py::gil_scoped_release release;
+      s = run<T>(ids, dst);
+    }
+    check(s);
+    return out;
+  }
+
+  // Seconds for `repeats` back-to-back C++ calls on the same buffers, with
+  // no Python in between: the baseline bench/python_overhead.py compares with.
+  double time_cpp_lookup(const py::handle& ids_obj, const py::object& out_obj, int repeats) const {
+    const Ids ids = as_ids(ids_obj);
+    std::vector<py::ssize_t> shape = ids.shape;
+    shape.push_back(static_cast<py::ssize_t>(rt_->dim()));
+    py::array out = checked_out<uint16_t>(out_obj, shape);
+    uint16_t* dst = static_cast<uint16_t*>(out.mutable_data());
+    py::gil_scoped_release release;
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < repeats; ++i) {
+      Status s = run<uint16_t>(ids, dst);
+      if (!s.ok()) break;
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  py::object describe() const { return json_to_py(describe_artifact(*rt_)); }
+  int64_t vocab_size() const { return rt_->vocab_size(); }
+  int64_t dim() const { return rt_->dim(); }
+  py::tuple activation() const { return py::make_tuple(rt_->activation().scale, rt_->activation().offset()); }
+  const std::string& kernel() const { return rt_->kernel_name(); }
+  const std::string& isa() const { return rt_->isa(); }
+  int threads() const { return rt_->threads(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  template <typename T>
+  Status run(const Ids& ids, T* dst) const {
+    if (ids.is32) {
+      std::span<const int32_t> span(static_cast<const int32_t*>(ids.data), ids.count);
+      if constexpr (std::is_same_v<T, uint16_t>) return rt_->lookup(span, dst);
+      else return rt_->lookup_dequantized(span, dst);
+    }
+    std::span<const int64_t> span(static_cast<const int64_t*>(ids.data), ids.count);
+    if constexpr (std::is_same_v<T, uint16_t>) return rt_->lookup(span, dst);
+    else return rt_->lookup_dequantized(span, dst);
+  }
+
+  static std::string shape_text(const std::vector<py::ssize_t>& shape) {
+    std::string s = "(";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + (shape.size() == 1 ? ",)" : ")");
+  }
+
+  // `out=` is written in place, so it must be exactly what the lookup writes.
+  template <typename T>
+  static py::array checked_out(const py::object& obj, const std::vector<py::ssize_t>& shape) {
+    const char* want = std::is_same_v<T, uint16_t> ? "uint16" : "float32";
+    if (!py::isinstance<py::array>(obj))
+      throw_error(ErrorCode::kInvalidArgument,
+            std::string("out must be a numpy.ndarray of ") + want + "; got " +
+                py::type::handle_of(obj).attr("__name__").cast<std::string>());
+    py::array out = py::reinterpret_borrow<py::array>(obj);
+    const auto* a = array_of(out);
+    const auto* d = descr_of(out);
+    const bool fits = d->kind == (std::is_same_v<T, uint16_t> ? 'u' : 'f') && d->elsize == sizeof(T) &&
+                      native_order(d->byteorder) && a->nd == static_cast<int>(shape.size()) &&
+                      std::equal(shape.begin(), shape.end(), a->dimensions) &&
+                      (a->flags & kCContiguous) && (a->flags & kWriteable);
+    if (fits) return out;
+    // What is wrong, in the order a user fixes it.
+    if (!out.dtype().equal(py::dtype::of<T>()))  // equal types of the same byte order
+      throw_error(ErrorCode::kInvalidArgument,
+            "out has dtype " + dtype_name(out.dtype()) + "; this lookup writes " + want);
+    std::vector<py::ssize_t> got(out.shape(), out.shape() + out.ndim());
+    if (got != shape)
+      throw_error(ErrorCode::kInvalidArgument,
+            "out has shape " + shape_text(got) + "; ids of shape " +
+                shape_text(std::vector<py::ssize_t>(shape.begin(), shape.end() - 1)) + " need " + shape_text(shape));
+    if (!(out.flags() & py::array::c_style))
+      throw_error(ErrorCode::kInvalidArgument, "out is not C-contiguous; pass a contiguous array (numpy.empty(shape, dtype))");
+    if (!out.writeable()) throw_error(ErrorCode::kInvalidArgument, "out is read-only; pass a writable array");
+    return out;
+  }
+
+  std::string path_;
+  std::unique_ptr<EmbeddingRuntime> rt_;
+};
+
+// ---- compile, evaluate, fakequant ----------------------------------------------
+
+std::optional<std::vector<int64_t>> token_list(const py::object& obj, std::string* source) {
+  if (obj.is_none()) return std::nullopt;
+  if (is_path(obj)) {
+    const std::string path = fspath(obj);
+    if (source) *source = path;
+    return take(read_token_file(path));
+  }
+  Ids ids = as_ids(obj);
+  std::vector<int64_t> out(ids.count);
+  for (size_t i = 0; i < ids.count; ++i)
+    out[i] = ids.is32 ? static_cast<const int32_t*>(ids.data)[i] : static_cast<const int64_t*>(ids.data)[i];
+  if (source) *source = "<list of " + std::to_string(ids.count) + " ids>";
+  return out;
+}
+
+// A 2-D C-contiguous table and its safetensors dtype name.
+struct Table {
+  py::array array;
+  std::string dtype;
+  int64_t rows = 0, dim = 0;
+};
+
+Table as_table(const py::handle& obj, const std::string& dtype_hint, bool float32_only) {
+  if (!py::isinstance<py::array>(obj))
+    throw_error(ErrorCode::kInvalidArgument,
+          "source must be a checkpoint path or a 2-D numpy array; got " +
+              py::type::handle_of(obj).attr("__name__").cast<std::string>());
+  Table t;
+  t.array = py::reinterpret_borrow<py::array>(obj);
+  const py::dtype dt = t.array.dtype();
+  if (!dtype_hint.empty()) {
+    if (dtype_hint != "BF16" || dt.itemsize() != 2 || (dt.kind() != 'u' && dt.kind() != 'i'))
+      throw_error(ErrorCode::kInvalidArgument, "dtype='" + dtype_hint + "' needs the raw bits as a 16-bit integer array");
+    t.dtype = "BF16";
+  } else if (dt.kind() == 'f' && dt.itemsize() == 4) {
+    t.dtype = "F32";
+  } else if (dt.kind() == 'f' && dt.itemsize() == 2 && !float32_only) {
+    t.dtype = "F16";
+  } else {
+    throw_error(ErrorCode::kUnsupported, "the table has dtype " + dtype_name(dt) +
+                                       (float32_only ? "; expected float32" : "; expected float32 or float16"));
+  }
+  if (t.array.ndim() != 2)
+    throw_error(ErrorCode::kInvalidArgument,
+          "the table must be 2-D [vocab, dim]; got " + std::to_string(t.array.ndim()) + " dimensions");
+  if (!native_order(dt) || !(t.array.flags() & py::array::c_style))
+    t.array = numpy().attr("ascontiguousarray")(t.array, dt.attr("newbyteorder")("="));
+  t.rows = t.array.shape(0);
+  t.dim = t.array.shape(1);
+  return t;
+}
+
+std::string opt_str(const std::optional<std::string>& s) { return s.value_or(""); }
+
+py::object compile(const py::object& source, const std::optional<std::string>& tensor, const std::string& scheme,
+                   const std::string& pattern, const std::optional<std::string>& qnn_sdk_version,
+                   const py::object& calibration_tokens, const std::string& mode,
+                   const std::optional<uint64_t>& memory_budget, int threads, const py::object& out,
+                   const std::optional<std::string>& name, const std::optional<std::string>& dtype) {
+  if (out.is_none()) throw_error(ErrorCode::kInvalidArgument, "compile needs out= (the .qemb path to write)");
+  const std::string out_path = fspath(out);
+  CompileOptions o;
+  o.tensor = opt_str(tensor);
+  o.scheme = take(parse_scheme(scheme));
+  o.pattern = take(parse_pattern(pattern));
+  o.mode = take(parse_compile_mode(mode));
+  o.qnn_sdk_version = opt_str(qnn_sdk_version);
+  o.memory_budget = memory_budget.value_or(kDefaultMemoryBudget);
+  if (threads < 0)
+    throw_error(ErrorCode::kInvalidArgument, "threads is " + std::to_string(threads) + ": expected 0 (one per core) or more");
+  o.threads = threads;
+  if (name) o.node_name = *name;
+  o.calibration_tokens = token_list(calibration_tokens, &o.calibration_source);
+  Result<CompiledEmbedding> r = Error();
+  if (is_path(source)) {
+    const std::string path = fspath(source);
+    py::gil_scoped_release release;
+    r = compile_checkpoint(path, o, out_path);
+  } else {
+    if (tensor) throw_error(ErrorCode::kInvalidArgument, "tensor= names a checkpoint's tensor; the source is an array");
+    const Table t = as_table(source, opt_str(dtype), false);
+    py::gil_scoped_release release;
+    r = compile_array(t.array.data(), t.dtype, t.rows, t.dim, o, out_path);
+  }
+  take(std::move(r));
+  Result<std::unique_ptr<EmbeddingRuntime>> rt = Error();
+  {
+    py::gil_scoped_release release;
+    rt = EmbeddingRuntime::load(out_path);
+  }
+  return json_to_py(describe_artifact(*take(std::move(rt))));
+}
+
+py::object evaluate(const py::object& source, const std::optional<std::string>& tensor, const std::string& scheme,
+                    const std::optional<std::string>& qnn_sdk_version, const py::object& calibration_tokens,
+                    const py::object& tokens, size_t worst_rows) {
+  EvalOptions o;
+  o.tensor = opt_str(tensor);
+  o.schemes = take(parse_eval_schemes(scheme));
+  o.qnn_sdk_version = opt_str(qnn_sdk_version);
+  o.worst_rows = worst_rows;
+  o.calibration_tokens = token_list(calibration_tokens, &o.calibration_source);
+  o.tokens = token_list(tokens, &o.tokens_source);
+  Result<EvalReport> r = Error();
+  if (is_path(source)) {
+    const std::string path = fspath(source);
+    py::gil_scoped_release release;
+    r = evaluate_checkpoint(path, o);
+  } else {
+    if (tensor) throw_error(ErrorCode::kInvalidArgument, "tensor= names a checkpoint's tensor; the source is an array");
+    const Table t = as_table(source, "", true);
+    py::gil_scoped_release release;
+    Result<TargetVersion> target = discover_target_version(o.qnn_sdk_version);
+    if (target.ok()) {
+      r = evaluate_table(static_cast<const float*>(t.array.data()), t.rows, t.dim, o, *target,
+                         TableSource{"<memory>", "", t.dtype});
+    } else {
+      r = target.error();
+    }
+  }
+  return json_to_py(eval_report_json(take(std::move(r))));
+}
+
+py::dict fakequant_info(const FakeQuantResult& r) {
+  py::dict d;
+  d["tensor"] = r.tensor;
+  d["dtype"] = r.dtype;
+  d["rows"] = r.rows;
+  d["dim"] = r.dim;
+  d["pattern"] = to_string(r.pattern);
+  d["pattern_reason"] = r.pattern_reason;
+  d["act_scale"] = r.act.scale;
+  d["act_offset"] = r.act.offset();
+  return d;
+}
+
+py::object fakequant(const py::object& source, const std::optional<std::string>& tensor, const std::string& scheme,
+                     const std::string& pattern, const std::optional<std::string>& qnn_sdk_version,
+                     const py::object& calibration_tokens, const py::object& out) {
+  FakeQuantOptions o;
+  o.tensor = opt_str(tensor);
+  o.scheme = take(parse_scheme(scheme));
+  o.pattern = take(parse_pattern(pattern));
+  o.qnn_sdk_version = opt_str(qnn_sdk_version);
+  o.calibration_tokens = token_list(calibration_tokens, nullptr);
+  if (is_path(source)) {
+    if (out.is_none()) throw_error(ErrorCode::kInvalidArgument, "fakequant of a checkpoint needs out= (the copy to write)");
+    const std::string path = fspath(source), out_path = fspath(out);
+    Result<FakeQuantResult> r = Error();
+    {
+      py::gil_scoped_release release;
+      r = fakequant_checkpoint(path, o, out_path);
+    }
+    return fakequant_info(take(std::move(r)));
+  }
+  if (tensor) throw_error(ErrorCode::kInvalidArgument, "tensor= names a checkpoint's tensor; the source is an array");
+  if (!out.is_none()) throw_error(ErrorCode::kInvalidArgument, "out= is for checkpoints; an array's result is returned");
+  const Table t = as_table(source, "", true);
+  py::array_t<float> values({static_cast<py::ssize_t>(t.rows), static_cast<py::ssize_t>(t.dim)});
+  float* dst = values.mutable_data();
+  Result<FakeQuantResult> r = Error();
+  {
+    py::gil_scoped_release release;
+    Result<TargetVersion> target = discover_target_version(o.qnn_sdk_version);
+    if (target.ok()) {
+      r = fakequant_table(static_cast<const float*>(t.array.data()), t.rows, t.dim, o, *target, dst);
+    } else {
+      r = target.error();
+    }
+  }
+  take(std::move(r));
+  return values;
+}
+
+// ---- exceptions -----------------------------------------------------------------
+
+struct ErrorClass {
+  ErrorCode code;
+  const char* name;
+  PyObject* builtin;
+  const char* doc;
+};
+
+void add_exceptions(py::module_& m) {
+  g_error_base = PyErr_NewExceptionWithDoc("qemb.Error", "Base class of every error qemb raises.", PyExc_Exception,
+                                           nullptr);
+  if (g_error_base == nullptr) throw py::error_already_set();
+  m.attr("Error") = py::handle(g_error_base);
+  const ErrorClass classes[] = {
+      {ErrorCode::kInvalidArgument, "InvalidArgument", PyExc_ValueError, "A bad option or argument value."},
+      {ErrorCode::kOutOfRange, "IdOutOfRange", PyExc_IndexError,
+       "A token id outside [0, vocab_size); the message names its position and value."},
+      {ErrorCode::kNotFound, "NotFound", PyExc_FileNotFoundError, "A missing file, tensor or path component."},
+      {ErrorCode::kParseError, "ParseError", PyExc_ValueError, "A malformed input file or text."},
+      {ErrorCode::kUnsupported, "Unsupported", PyExc_ValueError,
+       "A dtype, rank, format version or op the target or format does not support."},
+      {ErrorCode::kIoError, "IoError", PyExc_OSError, "Opening, reading, writing or renaming a file failed."},
+      {ErrorCode::kCorrupt, "CorruptArtifact", PyExc_ValueError,
+       "A truncated, corrupted or foreign artifact (checksum or structure)."},
+      {ErrorCode::kVersionError, "VersionError", PyExc_ValueError, "The SDK version is unknown or unreadable."},
+      {ErrorCode::kValidationError, "ValidationError", PyExc_ValueError,
+       "The graph is not supported by the target SDK version."},
+      {ErrorCode::kInternal, "InternalError", PyExc_RuntimeError, "A bug in qemb; please report it."},
+  };
+  for (const ErrorClass& c : classes) {
+    py::tuple bases = py::make_tuple(py::handle(g_error_base), py::handle(c.builtin));
+    py::dict attrs;
+    attrs["code"] = to_string(c.code);
+    const std::string full = std::string("qemb.") + c.name;
+    PyObject* cls = PyErr_NewExceptionWithDoc(full.c_str(), c.doc, bases.ptr(), attrs.ptr());
+    if (cls == nullptr) throw py::error_already_set();
+    g_error_classes[static_cast<int>(c.code)] = cls;
+    m.attr(c.name) = py::handle(cls);
+  }
+}
+
+}  // namespace
+}  // namespace qemb::python
+
+PYBIND11_MODULE(_qemb, m) {
+  using namespace qemb::python;
+  using py::arg;
+  m.doc() = "qemb's C++ library; import qemb, not this module.";
+  add_exceptions(m);
+
+  py::class_<Runtime>(m, "Runtime", R"doc(A loaded .qemb artifact serving exact lookups.
+
+Runtime(path, *, threads=1, verify="full", reference=False)
+
+path       the .qemb file (memory-mapped, checked; nothing is copied)
+threads    threads for large batches: 1 = the calling thread, 0 = one per core
+verify     "full" hashes every section on open, "header" skips the data sections
+reference  run the scalar reference interpreter instead of the SIMD kernels
+
+One runtime may be shared by any number of Python threads; lookups release the GIL.)doc")
+      .def(py::init<const py::object&, int, const std::string&, bool>(), arg("path"), py::kw_only(),
+           arg("threads") = 1, arg("verify") = "full", arg("reference") = false)
+      .def_property_readonly("vocab_size", &Runtime::vocab_size, "Rows of the table (V).")
+      .def_property_readonly("dim", &Runtime::dim, "Values per row (D).")
+      .def_property_readonly("activation", &Runtime::activation,
+                             "The output encoding (scale, offset): real = scale * (q + offset).")
+      .def_property_readonly("kernel", &Runtime::kernel, "The kernel in use, e.g. 'gather_u16[AVX2]'.")
+      .def_property_readonly("isa", &Runtime::isa, "Its instruction set, e.g. 'AVX2'.")
+      .def_property_readonly("threads", &Runtime::threads, "Threads used for large batches.")
+      .def_property_readonly("path", &Runtime::path, "The artifact's path.")
+      .def("lookup", &Runtime::lookup<uint16_t>, arg("ids"), arg("out") = py::none(),
+           R"doc(Looks ids up: uint16 activations of shape ids.shape + (dim,).
+
+ids  int32 or int64 ids of any shape (a C-contiguous array is read in place;
+     lists and other integer dtypes are converted)
+out  optional uint16 array of exactly that shape, C-contiguous and writable,
+     written in place and returned
+
+An id outside [0, vocab_size) raises IdOutOfRange naming its position and
+value; nothing is written to out on any error.)doc")
+      .def("lookup_dequantized", &Runtime::lookup<float>, arg("ids"), arg("out") = py::none(),
+           R"doc(Looks ids up as float32: y = scale * (q + offset), shape ids.shape + (dim,).
+
+Same rules for ids and out (float32) as lookup().)doc")
+      .def("describe", &Runtime::describe, "The artifact's description: the fields of `qemb inspect --json`.")
+      .def("_time_cpp_lookup", &Runtime::time_cpp_lookup, arg("ids"), arg("out"), arg("repeats"),
+           "Seconds for `repeats` C++ lookups into out, without Python in between (for benchmarks).")
+      .def("__repr__", [](const Runtime& r) {
+        return "qemb.Runtime('" + r.path() + "', vocab_size=" + std::to_string(r.vocab_size()) +
+               ", dim=" + std::to_string(r.dim()) + ", kernel='" + r.kernel() + "')";
+      });
+
+  m.def("compile", &compile, arg("source"), py::kw_only(), arg("tensor") = py::none(), arg("scheme") = "16a4w",
+        arg("pattern") = "auto", arg("qnn_sdk_version") = py::none(), arg("calibration_tokens") = py::none(),
+        arg("mode") = "auto", arg("memory_budget") = py::none(), arg("threads") = 0, arg("out") = py::none(),
+        arg("name") = py::none(), arg("dtype") = py::none(),
+        "Compiles a checkpoint path or a 2-D array into out; returns the artifact's description (a dict). "
+        "dtype='BF16' marks a 16-bit integer array as raw bfloat16 bits.");
+  m.def("evaluate", &evaluate, arg("source"), py::kw_only(), arg("tensor") = py::none(), arg("scheme") = "all",
+        arg("qnn_sdk_version") = py::none(), arg("calibration_tokens") = py::none(), arg("tokens") = py::none(),
+        arg("worst_rows") = 10, "What quantization costs: the object `qemb eval --json` prints.");
+  m.def("fakequant", &fakequant, arg("source"), py::kw_only(), arg("tensor") = py::none(), arg("scheme") = "16a4w",
+        arg("pattern") = "auto", arg("qnn_sdk_version") = py::none(), arg("calibration_tokens") = py::none(),
+        arg("out") = py::none(),
+        "The deployed lookup's values: a checkpoint copy written to out (returns a dict), or, for an array, "
+        "a float32 array.");
+}
