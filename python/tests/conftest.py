@@ -31,6 +31,13 @@ def run_cli(*args, check=True):
     return p.returncode, p.stdout, p.stderr
 
 
+def inspect_json(stdout):
+    """`qemb inspect --json` without what only the CLI adds (the export command line)."""
+    d = json.loads(stdout)
+    d.pop("export_onnx_command", None)
+    return d
+
+
 def cli_error_message(stderr):
     """The library's message in the CLI's `qemb: error: <kind>: <message>` line."""
     line = next(l for l in stderr.splitlines() if l.startswith("qemb: error: "))

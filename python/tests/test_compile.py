@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import qemb
-from conftest import (bf16_bits, make_table, read_safetensors, run_cli, write_safetensors)
+from conftest import (bf16_bits, inspect_json, make_table, read_safetensors, run_cli, write_safetensors)
 
 IDS = np.array([0, 95, 3, 3, 50, 17])
 
@@ -30,7 +30,7 @@ def test_compile_array_equals_cli_compile_of_checkpoint(table_checkpoint, tmp, s
     np.testing.assert_array_equal(cli_rows(tmp, os.path.join(tmp, "py.qemb")), cli_rows(tmp, os.path.join(tmp, "cli.qemb")))
     # The description is `qemb inspect --json` of the written file.
     _, out, _ = run_cli("inspect", os.path.join(tmp, "py.qemb"), "--json")
-    assert info == json.loads(out)
+    assert info == inspect_json(out)
     assert isinstance(info, qemb.Artifact)
     assert (info.scheme, info.mode, info.pattern, info.vocab_size, info.dim) == (scheme, mode, "optimized", 96, 40)
     assert info.source["file"] == "<memory>" and info.source["dtype"] == "F32"
@@ -39,7 +39,7 @@ def test_compile_array_equals_cli_compile_of_checkpoint(table_checkpoint, tmp, s
 def test_compile_path_returns_inspect_json(checkpoint, tmp):
     info = qemb.compile(checkpoint, scheme="16a8w", qnn_sdk_version="2.37", out=os.path.join(tmp, "a.qemb"))
     _, out, _ = run_cli("inspect", os.path.join(tmp, "a.qemb"), "--json")
-    assert info == json.loads(out)
+    assert info == inspect_json(out)
     assert info.pattern == "legacy" and info.sdk_version is not None
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import qemb
-from conftest import MODES, PATTERNS, SCHEMES, artifact_for, run_cli
+from conftest import MODES, PATTERNS, SCHEMES, artifact_for, inspect_json, run_cli
 
 IDS = [0, 511, 7, 7, 300, 1, 42, 256, 3]
 
@@ -50,7 +50,7 @@ def test_lookup_equals_cli_run(checkpoint, tmp, scheme, pattern, mode):
 
 def test_properties_match_inspect(rt, artifact):
     _, out, _ = run_cli("inspect", artifact, "--json")
-    want = json.loads(out)
+    want = inspect_json(out)
     assert rt.vocab_size == want["vocab_size"] == 512
     assert rt.dim == want["dim"] == 64
     assert rt.activation == (want["act_scale"], want["act_offset"])
