@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace qemb {
@@ -17,5 +18,10 @@ size_t edit_distance(const std::string& a, const std::string& b);
 // edit distance), e.g. "'model' has no member 'embed'; closest existing
 // names: 'model.embed_tokens'". Empty when `wanted` is one of `names`.
 std::string explain_missing_name(const std::string& wanted, const std::vector<std::string>& names);
+
+// Text from a file made safe to print on a terminal: control characters (C0,
+// DEL and UTF-8-encoded C1, which can move the cursor, rewrite lines or start
+// escape sequences) become \n, \r, \t or \xNN. Other bytes pass unchanged.
+std::string escape_control(std::string_view s);
 
 }  // namespace qemb

@@ -1,6 +1,7 @@
 #include "qemb/strings.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <utility>
 #include <vector>
@@ -91,6 +92,33 @@ std::string explain_missing_name(const std::string& wanted, const std::vector<st
   for (size_t i = 0; i < ranked.size() && i < 3; ++i)
     closest += (i ? ", " : "") + quoted(existing.empty() ? ranked[i].second : existing + "." + ranked[i].second);
   return where + "; closest existing names: " + closest;
+}
+
+std::string escape_control(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  char buf[16];
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    } else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(s[i + 1]) <= 0x9f) {
+      std::snprintf(buf, sizeof(buf), "\\xc2\\x%02x", static_cast<unsigned char>(s[i + 1]));
+      out += buf;
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
 }
 
 }  // namespace qemb
