@@ -10,11 +10,13 @@
 #include <limits>
 #include <new>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "artifact/artifact_format.h"
 #include "qemb/artifact.h"
 #include "qemb/file.h"
+#include "qemb/json_text.h"
 
 namespace qemb {
 namespace {
@@ -254,15 +256,20 @@ Status ArtifactReader::verify_checksums() {
 
 Result<json> ArtifactReader::parse_json_section(size_t index) {
   const SectionInfo& s = out_.sections[index];
-  const char* begin = reinterpret_cast<const char*>(base_ + s.offset);
-  bool too_deep = false;
-  json::parser_callback_t limit_depth = [&too_deep](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxJsonDepth) too_deep = true;
-    return true;
-  };
-  json j = json::parse(begin, begin + s.size, limit_depth, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return corrupt(section_label(index) + " is not valid JSON");
-  if (too_deep) return corrupt(section_label(index) + " nests JSON deeper than " + std::to_string(kMaxJsonDepth));
+  JsonProblem problem;
+  json j = parse_json_strict(std::string_view(reinterpret_cast<const char*>(base_ + s.offset), s.size),
+                             kMaxJsonDepth, problem);
+  switch (problem.kind) {
+    case JsonProblem::Kind::kNone:
+      break;
+    case JsonProblem::Kind::kSyntax:
+      return corrupt(section_label(index) + " is not valid JSON");
+    case JsonProblem::Kind::kTooDeep:
+      return corrupt(section_label(index) + " nests JSON deeper than " + std::to_string(kMaxJsonDepth));
+    case JsonProblem::Kind::kDuplicateKey:
+      // nlohmann would keep the last value silently; the writer never repeats a key.
+      return corrupt(section_label(index) + " repeats the key '" + problem.detail + "' in one object");
+  }
   if (!j.is_object()) return corrupt(section_label(index) + " is JSON " + j.type_name() + ", expected an object");
   return j;
 }

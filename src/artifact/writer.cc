@@ -15,6 +15,7 @@
 #include "artifact/artifact_format.h"
 #include "qemb/artifact.h"
 #include "qemb/file.h"
+#include "qemb/json_text.h"
 
 namespace qemb {
 namespace {
@@ -167,13 +168,15 @@ Status write_impl(const std::string& where, AtomicFileWriter& writer, const Grap
   graph_json["tensors"] = std::move(tensors);
   graph_json["ops"] = std::move(ops);
 
-  std::string meta_text, graph_text;
+  // META is provenance: a legal file name that is not UTF-8 is recorded with
+  // U+FFFD for its odd bytes rather than refused. Graph names must be exact.
+  const std::string meta_text = json_text(metadata);
+  std::string graph_text;
   try {
-    meta_text = metadata.dump();
     graph_text = graph_json.dump();
   } catch (const json::exception& e) {  // invalid UTF-8 in a string
-    return make_error(ErrorCode::kInvalidArgument, where + "metadata or a tensor/op name is not valid UTF-8 (" +
-                                                       e.what() + ")");
+    return make_error(ErrorCode::kInvalidArgument, where + "a tensor or op name is not valid UTF-8 (" + e.what() +
+                                                       ")");
   }
   auto& sections = plan.sections();
   sections[0].data = reinterpret_cast<const uint8_t*>(meta_text.data());

@@ -5,10 +5,12 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "qemb/file.h"
 #include "qemb/ir.h"
+#include "qemb/json_text.h"
 #include "qemb/strings.h"
 #include "qemb/half.h"
 #include "qemb/quantize_kernels.h"
@@ -66,47 +68,29 @@ bool get_non_negative(const json& v, uint64_t& out) {
   return out <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
 }
 
-// Parses the JSON header while recording the first duplicated key (nlohmann
-// would silently keep the last one).
+// How deep a header may nest: a real one is 3 levels deep (header, entry,
+// shape); deeper values are refused before anything recurses over them.
+constexpr int kMaxHeaderDepth = 16;
+
 Result<json> parse_header_json(const std::string& file, const uint8_t* begin, size_t size) {
-  std::vector<std::set<std::string>> keys_per_object;
-  std::string duplicate;
-  bool duplicate_is_tensor = false;
-  json::parser_callback_t on_event = [&](int depth, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-        keys_per_object.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        if (!keys_per_object.empty()) keys_per_object.pop_back();
-        break;
-      case json::parse_event_t::key:
-        if (!keys_per_object.empty() && parsed.is_string() && duplicate.empty() &&
-            !keys_per_object.back().insert(parsed.get<std::string>()).second) {
-          duplicate = parsed.get<std::string>();
-          duplicate_is_tensor = depth == 1;
-        }
-        break;
-      default:
-        break;
-    }
-    return true;
-  };
-  json header;
-  try {
-    header = json::parse(begin, begin + size, on_event, /*allow_exceptions=*/true);
-  } catch (const json::exception& e) {
-    return parse_error(file, std::string("header is not valid UTF-8 JSON (") + e.what() +
-                                 "); the file is corrupt or not a safetensors file");
-  } catch (const std::exception& e) {
-    return parse_error(file, std::string("cannot parse header: ") + e.what());
-  }
-  if (!duplicate.empty()) {
-    if (duplicate_is_tensor) {
-      return parse_error(
-          file, "header lists tensor " + in_quotes(duplicate) + " more than once; tensor names must be unique");
-    }
-    return parse_error(file, "header repeats the key " + in_quotes(duplicate) + " inside an entry");
+  JsonProblem problem;
+  json header =
+      parse_json_strict(std::string_view(reinterpret_cast<const char*>(begin), size), kMaxHeaderDepth, problem);
+  switch (problem.kind) {
+    case JsonProblem::Kind::kNone:
+      break;
+    case JsonProblem::Kind::kSyntax:
+      return parse_error(file, "header is not valid UTF-8 JSON (" + problem.detail +
+                                   "); the file is corrupt or not a safetensors file");
+    case JsonProblem::Kind::kTooDeep:
+      return parse_error(file, "header nests JSON deeper than " + std::to_string(kMaxHeaderDepth) +
+                                   " levels; the file is corrupt or not a safetensors file");
+    case JsonProblem::Kind::kDuplicateKey:
+      if (problem.depth == 1) {
+        return parse_error(file, "header lists tensor " + in_quotes(problem.detail) +
+                                     " more than once; tensor names must be unique");
+      }
+      return parse_error(file, "header repeats the key " + in_quotes(problem.detail) + " inside an entry");
   }
   if (!header.is_object()) {
     return parse_error(file, std::string("header must be a JSON object, found ") + header.type_name());
@@ -132,11 +116,11 @@ Result<SafetensorsTensor> parse_entry(const std::string& file, const std::string
   for (size_t i = 0; i < shape_it->size(); ++i) {
     const json& d = (*shape_it)[i];
     if (d.is_number_integer() && !d.is_number_unsigned()) {
-      return bad("negative dimension " + d.dump() + " at shape index " + std::to_string(i));
+      return bad("negative dimension " + json_brief(d) + " at shape index " + std::to_string(i));
     }
     uint64_t dim = 0;
     if (!get_non_negative(d, dim)) {
-      return bad("shape index " + std::to_string(i) + " is " + d.dump() + ", not a non-negative integer");
+      return bad("shape index " + std::to_string(i) + " is " + json_brief(d) + ", not a non-negative integer");
     }
     t.shape.push_back(static_cast<int64_t>(dim));
   }
@@ -146,7 +130,7 @@ Result<SafetensorsTensor> parse_entry(const std::string& file, const std::string
   uint64_t begin = 0, end = 0;
   if (!offsets_it->is_array() || offsets_it->size() != 2 || !get_non_negative((*offsets_it)[0], begin) ||
       !get_non_negative((*offsets_it)[1], end)) {
-    return bad("\"data_offsets\" must be [begin, end] with non-negative integers, found " + offsets_it->dump());
+    return bad("\"data_offsets\" must be [begin, end] with non-negative integers, found " + json_brief(*offsets_it));
   }
   if (begin > end) {
     return bad("data_offsets begin " + std::to_string(begin) + " is after end " + std::to_string(end));
@@ -263,7 +247,7 @@ Result<SafetensorsFile> SafetensorsFile::from_memory(const uint8_t* data, size_t
       for (auto m = it->begin(); m != it->end(); ++m) {
         if (!m->is_string()) {
           return parse_error(
-              name, "\"__metadata__\" value for " + in_quotes(m.key()) + " must be a string, found " + m->dump());
+              name, "\"__metadata__\" value for " + in_quotes(m.key()) + " must be a string, found " + json_brief(*m));
         }
         f.metadata_[m.key()] = m->get<std::string>();
       }

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cstring>
+#include <filesystem>
 
 #include <gtest/gtest.h>
 
@@ -304,7 +305,17 @@ TEST(ArtifactWrite, RefusesWhatTheFormatCannotHold) {
     EXPECT_TRUE(dir.entries().empty());
   };
   expect_refused(make_small_graph(), json::array(), "metadata must be a JSON object, got array");
-  expect_refused(make_small_graph(), json{{"bad", "\xff\xfe"}}, "not valid UTF-8");
+  // A legal file name that is not UTF-8 is provenance, not an error: its odd
+  // bytes are recorded as U+FFFD.
+  ASSERT_TRUE(write_artifact(path, make_small_graph(), json{{"file", "a\xff\xfe.safetensors"}}).ok());
+  auto loaded = load_artifact(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  EXPECT_EQ(loaded->metadata["file"], "a\xef\xbf\xbd\xef\xbf\xbd.safetensors");
+  std::filesystem::remove(path);
+  Graph bad_name = make_small_graph();
+  bad_name.tensors[0].name = "w\xff";
+  bad_name.ops[0].inputs[0] = "w\xff";
+  expect_refused(bad_name, json::object(), "a tensor or op name is not valid UTF-8");
 
   Graph g = make_small_graph();
   g.tensors[1].data = owned({0, 0, 0, 0, 0, 0, 0, 0});

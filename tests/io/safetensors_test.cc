@@ -288,6 +288,25 @@ TEST(SafetensorsValidation, MetadataMustBeStrings) {
   expect_error(parse(R"({"__metadata__": [1]})"), ErrorCode::kParseError, "\"__metadata__\" must be an object");
 }
 
+TEST(SafetensorsValidation, DeepNestingIsRefusedWhereverItIs) {
+  // 100k levels once overflowed the stack while the error message printed
+  // the value (compile, eval and fakequant died with SIGSEGV).
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string message = "header nests JSON deeper than 16 levels; the file is corrupt or not a safetensors file";
+  expect_error(parse(R"({"__metadata__": {"a": )" + deep + "}}"), ErrorCode::kParseError, message);
+  expect_error(parse(R"({"t": {"dtype": "F32", "shape": [1, )" + deep + R"(], "data_offsets": [0, 4]}})", 4),
+               ErrorCode::kParseError, message);
+  expect_error(parse(R"({"t": {"dtype": "F32", "shape": [1], "data_offsets": )" + deep + "}}", 4),
+               ErrorCode::kParseError, message);
+  // Nested values under the limit are named by type, never printed whole.
+  expect_error(parse(R"({"__metadata__": {"a": [[[1]]]}})"), ErrorCode::kParseError,
+               "\"__metadata__\" value for 'a' must be a string, found a nested array");
+  expect_error(parse(R"({"t": {"dtype": "F32", "shape": [[[2]]], "data_offsets": [0, 8]}})", 8),
+               ErrorCode::kParseError, "shape index 0 is a nested array, not a non-negative integer");
+  expect_error(parse(R"({"t": {"dtype": "F32", "shape": [1], "data_offsets": [[0], [4]]}})", 4),
+               ErrorCode::kParseError, "\"data_offsets\" must be [begin, end] with non-negative integers, found a nested array");
+}
+
 TEST(SafetensorsValidation, TruncatedFileOnDisk) {
   const std::string dir = test_dir();
   const std::string path = dir + "/full.safetensors";
