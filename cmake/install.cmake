@@ -10,10 +10,9 @@ foreach(layer ${qemb_installed_layers})
   set_target_properties(qemb_${layer} PROPERTIES EXPORT_NAME ${layer})
 endforeach()
 set_target_properties(qemb_xxhash PROPERTIES EXPORT_NAME xxhash)
-set_target_properties(qemb_pthreadpool PROPERTIES EXPORT_NAME pthreadpool)
 list(TRANSFORM qemb_installed_layers PREPEND qemb_ OUTPUT_VARIABLE qemb_installed_targets)
 
-install(TARGETS ${qemb_installed_targets} qemb_xxhash qemb_pthreadpool EXPORT qembTargets
+install(TARGETS ${qemb_installed_targets} qemb_xxhash EXPORT qembTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS qemb RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY include/qemb DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")

@@ -6,7 +6,7 @@
 # a minute to install).
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config
-          libhwy-dev nlohmann-json3-dev libcli11-dev libxxhash-dev libpthreadpool-dev
+          libhwy-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
           libonnx-dev libprotobuf-dev
           libgtest-dev libgmock-dev libbenchmark-dev
           pybind11-dev python3-dev python3-numpy)

@@ -42,6 +42,10 @@ struct ActivationEncoding {
 };
 // From the observed range; lo/hi are widened to include 0.
 ActivationEncoding activation_encoding(float observed_min, float observed_max);
+// The same for a table's observed range, refusing a range too wide for float32:
+// finite values beyond +-1.7e38 (BF16 near its maximum) make hi - lo overflow
+// to Inf, and every output would be NaN.
+Result<ActivationEncoding> checked_activation_encoding(float observed_min, float observed_max);
 
 inline uint16_t q16(float x, const ActivationEncoding& a) {
   // (int)rne(x * inv(s_a)) + zp_a, clamped to [0, 65535]. The intermediate

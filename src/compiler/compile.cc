@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "qemb/artifact.h"
@@ -89,7 +90,7 @@ Result<ActivationEncoding> calibration_encoding(const RowSource& src, const std:
     lo = std::min(lo, rlo);
     hi = std::max(hi, rhi);
   }
-  return activation_encoding(lo, hi);
+  return checked_activation_encoding(lo, hi);
 }
 
 Status empty_table_error(int64_t rows, int64_t dim) {
@@ -135,8 +136,19 @@ Status parallel_rows(int64_t rows, int64_t chunk, int threads, const char* phase
   const int n = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, chunks)));
   if (progress) progress(phase, 0, rows);  // the phase starts now: rates count from here
   std::vector<std::thread> pool;
-  running = n;
-  for (int t = 0; t < n; ++t) pool.emplace_back(worker, t);
+  for (int t = 0; t < n; ++t) {
+    try {
+      std::lock_guard<std::mutex> lock(mu);
+      pool.emplace_back(worker, t);
+      ++running;
+    } catch (const std::system_error&) {
+      break;  // out of threads: the ones that started take every chunk
+    }
+  }
+  if (pool.empty()) {
+    running = 1;
+    worker(0);  // not even one: the calling thread does the work
+  }
   {
     std::unique_lock<std::mutex> lock(mu);
     while (running > 0) {
@@ -158,7 +170,9 @@ Result<ActivationEncoding> calibration_encoding_of(const RowSource& src, const s
 }
 
 int default_threads(int requested) {
-  return requested > 0 ? requested : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // More threads than a few per core only add switching and memory.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return requested > 0 ? std::min(requested, 4 * cores) : cores;
 }
 
 Status check_table(const float* table, int64_t rows, int64_t dim) {
@@ -173,7 +187,7 @@ Result<ActivationEncoding> observe_activation(const float* table, int64_t rows, 
   if (tokens) return calibration_encoding(ArrayRows(table, rows, dim), *tokens);
   float lo, hi;
   min_max(table, static_cast<size_t>(rows * dim), lo, hi);
-  return activation_encoding(lo, hi);
+  return checked_activation_encoding(lo, hi);
 }
 
 Result<CompiledEmbedding> compile_table(const float* table, int64_t rows, int64_t dim,
@@ -326,6 +340,8 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   const int64_t chunk = row_chunk(dim);
   const ReleaseWindows release_windows(src, chunk);
   auto release_input = [&](int64_t begin, int64_t end) { release_windows.done(begin, end); };
+  if (options.threads < 0)
+    return make_error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per core)");
   const int threads = default_threads(options.threads);
   const int bits = weight_bits(options.scheme), qmax = weight_qmax(options.scheme);
   const size_t row_bytes = row_storage_bytes(DataType::kSFixedPoint8, bits, dim);
@@ -408,7 +424,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   if (options.calibration_tokens) {
     QEMB_ASSIGN_OR_RETURN(out.act, calibration_encoding(src, *options.calibration_tokens));
   } else {
-    out.act = activation_encoding(lo, hi);
+    QEMB_ASSIGN_OR_RETURN(out.act, checked_activation_encoding(lo, hi));
   }
 
   QEMB_ASSIGN_OR_RETURN(LoweredEmbedding lowered,

@@ -31,7 +31,7 @@ Status parallel_rows(int64_t rows, int64_t chunk, int threads, const char* phase
 // names a token outside the table's rows).
 Result<ActivationEncoding> calibration_encoding_of(const RowSource& src, const std::vector<int64_t>& tokens);
 
-// `requested` threads, or one per core when it is 0 or less.
+// `requested` threads (at most 4 per core), or one per core when it is 0 or less.
 int default_threads(int requested);
 
 // About 1 MiB of float rows per chunk (8 to 4096 rows): a chunk's output stays

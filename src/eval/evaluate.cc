@@ -356,7 +356,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
   if (options.calibration_tokens) {
     QEMB_ASSIGN_OR_RETURN(report.act, calibration_encoding_of(src, *options.calibration_tokens));
   } else {
-    report.act = activation_encoding(scan.lo, scan.hi);
+    QEMB_ASSIGN_OR_RETURN(report.act, checked_activation_encoding(scan.lo, scan.hi));
   }
   report.calibration_source = options.calibration_tokens
                                   ? (options.calibration_source.empty() ? "calibration tokens" : options.calibration_source)

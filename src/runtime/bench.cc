@@ -1,14 +1,19 @@
 #include "qemb/bench.h"
 
-#include <pthreadpool.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <memory>
+#include <new>
+#include <stdexcept>
 #include <random>
 #include <vector>
 
 #include "qemb/embedding_bag.h"
+#include "runtime/worker_pool.h"
 
 namespace qemb {
 
@@ -86,10 +91,32 @@ Result<BenchResult> run_bench(const EmbeddingRuntime& runtime, const BenchOption
   if (options.batch == 0) return make_error(ErrorCode::kInvalidArgument, "--batch must be at least 1");
   if (options.hot_set == 0 && !options.cold)
     return make_error(ErrorCode::kInvalidArgument, "the hot id set must hold at least 1 id");
+  if (!std::isfinite(options.min_seconds) || !(options.min_seconds > 0))
+    return make_error(ErrorCode::kInvalidArgument, "the time per measurement must be a finite number of seconds > 0");
   const size_t bags = options.batch;
   BenchOptions o = options;
-  if (o.pooling > 0) o.batch = bags * o.pooling;  // ids per step
-  return run_bench_ids(runtime, o);
+  // ids per step; then a step's ids, output and baseline copy (each row at
+  // most float32 wide): refuse what this machine cannot hold before anything
+  // is allocated.
+  const uint64_t per_row = 8 + 2 * 4 * static_cast<uint64_t>(runtime.dim());
+  const uint64_t memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  uint64_t needed = 0;
+  if ((o.pooling > 0 && __builtin_mul_overflow(bags, o.pooling, &o.batch)) ||
+      __builtin_mul_overflow(static_cast<uint64_t>(o.batch), per_row, &needed) || needed > memory / 2)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "a batch of " + std::to_string(options.batch) + " rows of " + std::to_string(runtime.dim()) +
+                          " values needs more than half of this machine's memory (" + std::to_string(memory) +
+                          " bytes); use a smaller --batch");
+  try {
+    return run_bench_ids(runtime, o);
+  } catch (const std::bad_alloc&) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "cannot allocate the buffers for a batch of " + std::to_string(options.batch) +
+                          " rows; use a smaller --batch");
+  } catch (const std::length_error&) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      "a batch of " + std::to_string(options.batch) + " rows is too large; use a smaller --batch");
+  }
 }
 
 namespace {
@@ -128,7 +155,8 @@ Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOp
   std::vector<uint16_t> out16(options.dequantize ? 0 : batch * dim);
   std::vector<float> out32(options.dequantize ? batch * dim : 0);
   std::vector<uint8_t> copy(batch * table.row_bytes);
-  pthreadpool_t pool = runtime.threads() > 1 ? pthreadpool_create(static_cast<size_t>(runtime.threads())) : nullptr;
+  std::unique_ptr<WorkerPool> pool;
+  if (runtime.threads() > 1) pool = std::make_unique<WorkerPool>(runtime.threads());
 
   // Fault in every page of the mapped table first, so neither side pays the
   // first touch of a lazily mapped artifact.
@@ -163,8 +191,7 @@ Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOp
   auto baseline_step = [&](size_t b) {
     MemcpyGather g{table, ids.data() + b * batch, copy.data(), options.pooling > 0};
     if (pool && batch >= 128) {
-      pthreadpool_parallelize_1d_tile_1d(pool, &MemcpyGather::task, &g, batch,
-                                         std::max<size_t>(64, batch / (4 * runtime.threads())), 0);
+      pool->parallelize(batch, std::max<size_t>(64, batch / (4 * runtime.threads())), &MemcpyGather::task, &g);
     } else {
       MemcpyGather::task(&g, 0, batch);
     }
@@ -177,7 +204,6 @@ Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOp
     QEMB_RETURN_IF_ERROR(failure);
     baseline_batches_per_s = std::max(baseline_batches_per_s, measure(options.min_seconds / 3, batches, baseline_step));
   }
-  if (pool) pthreadpool_destroy(pool);
 
   r.rows_per_s = kernel_batches_per_s * static_cast<double>(batch);
   r.bytes_per_s = r.rows_per_s * static_cast<double>(r.row_bytes_written);

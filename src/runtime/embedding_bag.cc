@@ -1,7 +1,5 @@
 #include "qemb/embedding_bag.h"
 
-#include <pthreadpool.h>
-
 #include <algorithm>
 #include <vector>
 
@@ -301,6 +299,9 @@ struct Call {
     const Call* call = static_cast<const Call*>(ctx);
     (*call->status)[i] = call->run((*call->tasks)[i]);
   }
+  static void tasks_in(void* ctx, size_t begin, size_t count) {
+    for (size_t i = begin; i < begin + count; ++i) task(ctx, i);
+  }
 };
 
 Status pool_tables(std::span<const TableBags> tables, float* out32, uint16_t* out16,
@@ -333,9 +334,9 @@ Status pool_tables(std::span<const TableBags> tables, float* out32, uint16_t* ou
   }
   std::vector<Status> status(tasks.size());
   Call call{&tasks, total_dim, out32, out16, type, &status};
-  pthreadpool_t pool = prepared[0].impl->pool;
+  WorkerPool* pool = prepared[0].impl->pool.get();
   if (pool != nullptr && tasks.size() > 1 && total_values >= kMinValuesForThreads) {
-    pthreadpool_parallelize_1d(pool, &Call::task, &call, tasks.size(), 0);
+    pool->parallelize(tasks.size(), 1, &Call::tasks_in, &call);
   } else {
     for (size_t i = 0; i < tasks.size(); ++i) Call::task(&call, i);
   }

@@ -54,11 +54,11 @@ void set_requant(ExecutionPlan& plan, const Tensor& weight, bool legacy, float m
 }
 
 // Recognises the three runtime graph shapes the kernels implement; anything
-// else runs on the reference interpreter.
+// else runs on the reference interpreter. Both serve only graphs that
+// graph_signature accepted.
 ExecutionPlan plan_for(const Graph& g, const GraphSignature& sig) {
   ExecutionPlan plan;
-  plan.act = act_of(*sig.output);
-  if (sig.output->encoding.offset > 0 || sig.output->encoding.offset < -65535) return plan;
+  plan.act = act_of(*sig.output);  // graph_signature checked the offset
   const auto& ops = g.ops;
   if (ops.size() == 1 && ops[0].type == OpType::kGather) {
     const Tensor* table = g.find_tensor(ops[0].inputs[0]);
@@ -171,8 +171,7 @@ Status run_checked(const EmbeddingRuntime::Impl& impl, std::span<const int64_t> 
   }
   const size_t tasks = static_cast<size_t>(impl.threads) * 4;
   const size_t tile = std::max(kMinRowsPerTask, (n + tasks - 1) / tasks);
-  pthreadpool_parallelize_1d_tile_1d(impl.pool, &KernelCall<Out>::task, &call, n, tile,
-                                     0);
+  impl.pool->parallelize(n, tile, &KernelCall<Out>::task, &call);
   return Status::Ok();
 }
 
@@ -227,14 +226,9 @@ Result<std::unique_ptr<EmbeddingRuntime>> EmbeddingRuntime::from_artifact(
     impl->isa = impl->kernels->isa;
     impl->kernel_name = qemb::kernel_name(*impl->kernels, impl->plan.u16_kernel);
   }
-  impl->threads = options.threads == 0
-                      ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))
-                      : options.threads;
-  if (impl->threads > 1 && impl->plan.kind != ExecutionPlan::Kind::kInterpreted) {
-    impl->pool = pthreadpool_create(static_cast<size_t>(impl->threads));
-    if (impl->pool == nullptr)
-      return make_error(ErrorCode::kInternal, "could not start " + std::to_string(impl->threads) + " threads");
-  }
+  impl->threads = effective_threads(options.threads);
+  if (impl->threads > 1 && impl->plan.kind != ExecutionPlan::Kind::kInterpreted)
+    impl->pool = std::make_unique<WorkerPool>(impl->threads);
   return std::unique_ptr<EmbeddingRuntime>(new EmbeddingRuntime(std::move(impl)));
 }
 

@@ -2,13 +2,13 @@
 // pooled lookups); not a public header.
 #pragma once
 
-#include <pthreadpool.h>
-
+#include <memory>
 #include <string>
 
 #include "qemb/kernels.h"
 #include "qemb/runtime.h"
 #include "runtime/interpreter.h"
+#include "runtime/worker_pool.h"
 
 namespace qemb {
 
@@ -31,11 +31,7 @@ struct EmbeddingRuntime::Impl {
   std::string kernel_name;
   std::string isa;
   int threads = 1;
-  pthreadpool_t pool = nullptr;
-
-  ~Impl() {
-    if (pool) pthreadpool_destroy(pool);
-  }
+  std::unique_ptr<WorkerPool> pool;  // starts its threads when a batch needs them
 };
 
 // The runtime's insides, for the runtime layer's other files.

@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <tuple>
@@ -274,6 +279,78 @@ TEST(CompileTable, ProgressReportsEachPhaseFromZeroToEveryRow) {
     ASSERT_FALSE(reports.empty());
     EXPECT_EQ(std::get<1>(reports.back()), rows);
   }
+}
+
+TEST(CompileTable, RangeBeyondFloat32IsRefusedWithTheCause) {
+  // Finite values whose span hi - lo overflows: every output used to be NaN.
+  auto table = spread_table(6, 4, 3);
+  table[5] = 2e38f;
+  table[9] = -2e38f;
+  CompileOptions o;
+  auto c = compile_table(table.data(), 6, 4, o, target("2.48"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(c.error().message.find("the table's values span [-2e+38, 2e+38], wider than float32 can hold"),
+            std::string::npos)
+      << c.error().message;
+}
+
+TEST(CompileTable, NegativeThreadCountIsRefused) {
+  auto table = spread_table(6, 4, 3);
+  CompileOptions o;
+  o.threads = -5;
+  auto c = compile_table(table.data(), 6, 4, o, target("2.48"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().message, "threads must be >= 0 (0 = one per core)");
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define QEMB_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define QEMB_SANITIZED 1
+#endif
+#endif
+
+TEST(CompileThreads, FinishesWhenThreadsCannotBeStarted) {
+  // std::thread's system_error escaped compile and aborted the process.
+#ifdef QEMB_SANITIZED
+  GTEST_SKIP() << "the sanitizers' own address-space reservations defeat RLIMIT_AS";
+#else
+  TempDir dir;
+  const int64_t rows = 512, dim = 16;
+  auto table = spread_table(rows, dim, 9);
+  std::vector<uint8_t> bytes(table.size() * 4);
+  std::memcpy(bytes.data(), table.data(), bytes.size());
+  const std::string ckpt = dir.file("m.safetensors");
+  ASSERT_TRUE(write_safetensors(ckpt, {}, {{"model.embed_tokens.weight", "F32", {rows, dim}, bytes}}).ok());
+  CompileOptions o;
+  o.qnn_sdk_version = "2.48";
+  o.threads = 1;
+  ASSERT_TRUE(compile_checkpoint(ckpt, o, dir.file("one.qemb")).ok());
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::alarm(60);
+    long pages = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+      std::fclose(f);
+    }
+    if (pages == 0) ::_exit(4);
+    // Room for the compile's buffers, not for two 8 MiB thread stacks.
+    const rlim_t limit = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) + (12 << 20);
+    const rlimit rl{limit, limit};
+    if (::setrlimit(RLIMIT_AS, &rl) != 0) ::_exit(5);
+    o.threads = 8;
+    ::_exit(compile_checkpoint(ckpt, o, dir.file("eight.qemb")).ok() ? 0 : 6);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "compile crashed or hung (signal " << WTERMSIG(status) << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(qemb::testing::read_text(dir.file("eight.qemb")), qemb::testing::read_text(dir.file("one.qemb")));
+#endif
 }
 
 }  // namespace

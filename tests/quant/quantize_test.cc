@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace qemb {
@@ -264,6 +265,29 @@ TEST(ActivationEncodingTest, ZeroPointStaysInsideTheUint16Range) {
   EXPECT_LE(inf_lo.zero_point, 65535);
   ActivationEncoding huge = activation_encoding(-3.0e38f, 0.0f);
   EXPECT_EQ(huge.zero_point, 65535);  // -3e38 / (3e38 / 65535) = -65535 (+- rounding)
+}
+
+TEST(ActivationEncodingTest, CheckedFormRefusesARangeTooWideForFloat32) {
+  // +-2e38 are finite, but hi - lo = 4e38 is not: the scale was Inf and every
+  // dequantized output NaN.
+  auto wide = checked_activation_encoding(-2e38f, 2e38f);
+  ASSERT_FALSE(wide.ok());
+  EXPECT_EQ(wide.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(wide.error().message,
+            "the table's values span [-2e+38, 2e+38], wider than float32 can hold (hi - lo overflows past "
+            "3.40282e+38), so no uint16 activation scale exists; rescale the table or check it for corrupt values");
+  // BF16 near its maximum, one side only: hi - lo is finite, but the largest
+  // dequantized output s_a * 65535 is not.
+  const float bf16_max = 3.3895314e38f;
+  EXPECT_FALSE(checked_activation_encoding(-bf16_max, bf16_max).ok());
+  // The widest ranges that work agree with the unchecked form.
+  for (auto [lo, hi] : {std::pair{-3.0e38f, 0.0f}, std::pair{-1.5e38f, 1.5e38f}, std::pair{-1.0f, 3.0f}}) {
+    auto a = checked_activation_encoding(lo, hi);
+    ASSERT_TRUE(a.ok()) << lo << " " << hi;
+    EXPECT_EQ(a->scale, activation_encoding(lo, hi).scale);
+    EXPECT_EQ(a->zero_point, activation_encoding(lo, hi).zero_point);
+    EXPECT_TRUE(std::isfinite(a->scale * 65535.0f));
+  }
 }
 
 TEST(ActivationEncodingTest, AllZeroTableGetsTheEpsFloor) {

@@ -26,24 +26,6 @@
 #include "qemb/runtime.h"
 #include "support/test_util.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define QEMB_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define QEMB_TSAN 1
-#endif
-#endif
-
-#ifdef QEMB_TSAN
-// pthreadpool is Debian's build, not instrumented: it hands a task to its
-// workers through atomics ThreadSanitizer cannot see, so whatever a pool
-// worker touches looks unsynchronized with the caller that prepared it.
-// Races with a pthreadpool frame on either stack are therefore ignored; the
-// lookups that stay on the calling thread (the first two tests) are checked
-// in full.
-extern "C" const char* __tsan_default_suppressions() { return "race:libpthreadpool.so\n"; }
-#endif
-
 namespace qemb {
 namespace {
 
