@@ -26,6 +26,11 @@ Result<GraphSignature> graph_signature(const Graph& graph) {
   }
   if (!sig.indices || !sig.output)
     return make_error(ErrorCode::kUnsupported, "the graph has no INT_32 input or no output");
+  // zero_point = -offset must be a uint16 value (and -INT32_MIN does not exist).
+  if (sig.output->encoding.offset > 0 || sig.output->encoding.offset < -65535)
+    return make_error(ErrorCode::kUnsupported, "graph output '" + sig.output->name + "' has offset " +
+                                                   std::to_string(sig.output->encoding.offset) +
+                                                   "; a uint16 output needs an offset in [-65535, 0]");
   sig.dim = sig.output->shape[1];
   // The table is the first op's STATIC input.
   for (const Op& op : graph.ops) {
@@ -60,6 +65,38 @@ Result<GraphSignature> graph_signature(const Graph& graph) {
       return make_error(ErrorCode::kUnsupported,
                         "op '" + op.name + "' has an intermediate encoding that is not per-tensor");
   }
+  // What a lookup is, for the kernels and the interpreter alike (the kernels
+  // only run graphs this accepts): a chain of ops from a STATIC table to the
+  // output that gathers the input ids exactly once, along axis 0.
+  if (graph.ops.empty()) return make_error(ErrorCode::kUnsupported, "the graph has no ops");
+  int gathers = 0;
+  for (size_t i = 0; i < graph.ops.size(); ++i) {
+    const Op& op = graph.ops[i];
+    if (i == 0 && graph.find_tensor(op.inputs[0])->kind != TensorKind::kStatic)
+      return make_error(ErrorCode::kUnsupported,
+                        "the first op '" + op.name + "' reads '" + op.inputs[0] + "', not a STATIC table");
+    if (i > 0 && op.inputs[0] != graph.ops[i - 1].outputs[0])
+      return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' reads '" + op.inputs[0] +
+                                                     "', not the output of the op before it");
+    if (op.outputs[0] == sig.indices->name)
+      return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' writes the graph input '" +
+                                                     sig.indices->name + "'");
+    if (op.type == OpType::kConvert) continue;
+    if (op.inputs[1] != sig.indices->name)
+      return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' gathers with '" + op.inputs[1] +
+                                                     "', not the graph input '" + sig.indices->name + "'");
+    if (op.axis != 0)
+      return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' gathers along axis " +
+                                                     std::to_string(op.axis) + "; only axis 0 is supported");
+    ++gathers;
+  }
+  if (gathers != 1)
+    return make_error(ErrorCode::kUnsupported, "the graph gathers the input ids " + std::to_string(gathers) +
+                                                   " times; a lookup gathers them exactly once");
+  if (graph.ops.back().outputs[0] != sig.output->name)
+    return make_error(ErrorCode::kUnsupported, "the last op '" + graph.ops.back().name + "' writes '" +
+                                                   graph.ops.back().outputs[0] + "', not the graph output '" +
+                                                   sig.output->name + "'");
   return sig;
 }
 
