@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "cli/cli.h"
+#include "qemb/json_text.h"
 #include "qemb/bench.h"
 
 namespace qemb::cli {
@@ -17,13 +18,21 @@ void add_bench_command(CLI::App& app, Action& run) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Measure the artifact's lookup kernel against a memcpy gather in the same run");
   cmd->add_option("artifact", f->artifact, ".qemb artifact")->required();
-  cmd->add_option("--batch", f->batch, "ids per lookup (bags per call with --bags)")->capture_default_str();
+  cmd->add_option("--batch", f->batch, "ids per lookup (bags per call with --bags)")
+      ->check(count_rule(1, kMaxBenchBatch))
+      ->capture_default_str();
   cmd->add_flag("--bags", f->bags, "pooled lookups (EmbeddingBag, sum): --batch bags of --pooling ids");
-  cmd->add_option("--pooling", f->pooling, "ids per bag with --bags")->capture_default_str();
-  cmd->add_option("--threads", f->threads, "threads (0 = one per core)")->capture_default_str();
+  cmd->add_option("--pooling", f->pooling, "ids per bag with --bags")
+      ->check(count_rule(0, kMaxBenchBatch))
+      ->capture_default_str();
+  cmd->add_option("--threads", f->threads, "threads (0 = one per core)")
+      ->check(count_rule(0, kMaxThreads))
+      ->capture_default_str();
   cmd->add_flag("--cold", f->cold, "fresh random ids over the whole table (default: a hot set of 1024 ids)");
   cmd->add_flag("--dequantize", f->dequantize, "float32 output");
-  cmd->add_option("--seconds", f->seconds, "minimum time per measurement")->capture_default_str();
+  cmd->add_option("--seconds", f->seconds, "minimum time per measurement")
+      ->check(seconds_rule(kMaxBenchSeconds))
+      ->capture_default_str();
   cmd->add_option("--verify", f->verify, "checksums to verify on load: full | header")
       ->capture_default_str()
       ->check(parsed_by(parse_verify));
@@ -46,7 +55,7 @@ void add_bench_command(CLI::App& app, Action& run) {
       bo.min_seconds = f->seconds;
       QEMB_ASSIGN_OR_RETURN(BenchResult r, run_bench(*rt, bo));
       if (f->json) {
-        std::printf("%s\n", r.to_json().dump(2).c_str());
+        std::printf("%s\n", json_text(r.to_json(), 2).c_str());
       } else if (f->bags) {
         std::printf("kernel:   %s (%d thread%s, %zu bags of %zu ids, %s, float32 output)\n", r.kernel.c_str(),
                     r.threads, r.threads == 1 ? "" : "s", r.batch, r.pooling, r.cold ? "cold" : "hot");

@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdint>
+#include <limits>
 #include <functional>
 #include <string>
 
@@ -37,6 +39,16 @@ nlohmann::json inspect_json(const std::string& path, const EmbeddingRuntime& run
 // standard output ("-", /dev/stdout), which carries the file then; else
 // standard output.
 std::FILE* summary_stream(const std::string& output);
+// One rule for every count and size on the command line: plain decimal digits
+// whose value lies in [lo, hi]. A sign, a fraction or a value past 64 bits is a
+// parse error (CLI::ValidationError), never wrapped or clamped into range.
+CLI::Validator count_rule(uint64_t lo, uint64_t hi);
+inline constexpr uint64_t kMaxCount = std::numeric_limits<int64_t>::max();  // sizes in bytes, row counts
+inline constexpr uint64_t kMaxThreads = 1 << 16;  // the library caps at a multiple of the cores
+inline constexpr uint64_t kMaxBenchBatch = 1 << 24;
+inline constexpr double kMaxBenchSeconds = 3600;
+// A duration in seconds: a finite number in (0, hi].
+CLI::Validator seconds_rule(double hi);
 
 // Exit codes, as most Unix tools use them.
 constexpr int kExitOk = 0;

@@ -9,6 +9,7 @@
 #include "qemb/file.h"
 #include "qemb/inspect.h"
 #include "qemb/runtime.h"
+#include "qemb/strings.h"
 #include "qemb/tokens.h"
 
 namespace qemb::cli {
@@ -88,10 +89,12 @@ void add_compile_command(CLI::App& app, Action& run) {
       ->check(parsed_by(parse_compile_mode));
   cmd->add_option("--memory-budget", f->memory_budget,
                   "auto mode: fuse when the uint16 table would exceed this many bytes")
+      ->check(count_rule(0, kMaxCount))
       ->capture_default_str();
   cmd->add_option("--name", f->name, "node name N of the lowered ops")->capture_default_str();
   cmd->add_option("-o,--output", f->out, "output .qemb file")->required();
   cmd->add_option("--threads", f->threads, "threads that quantize rows (0 = one per core)")
+      ->check(count_rule(0, kMaxThreads))
       ->capture_default_str();
   cmd->add_flag("--quiet", f->quiet, "print nothing on success and no progress bar");
   cmd->add_flag("--json", f->json,
@@ -132,14 +135,15 @@ void add_compile_command(CLI::App& app, Action& run) {
       }
       if (!f->quiet) {
         std::FILE* out = summary_stream(f->out);
-        std::fprintf(out, "tensor:  %s [%lld x %lld] %s\n", c.metadata["source"]["tensor"].get<std::string>().c_str(),
+        std::fprintf(out, "tensor:  %s [%lld x %lld] %s\n",
+                     escape_control(c.metadata["source"]["tensor"].get<std::string>()).c_str(),
                     static_cast<long long>(c.metadata["vocab_size"].get<int64_t>()),
                     static_cast<long long>(c.metadata["dim"].get<int64_t>()),
                     c.metadata["source"]["dtype"].get<std::string>().c_str());
         std::fprintf(out, "scheme:  %s\n", to_string(o.scheme));
-        std::fprintf(out, "pattern: %s (%s)\n", to_string(c.pattern), c.pattern_reason.c_str());
-        std::fprintf(out, "mode:    %s (%s)\n", to_string(c.mode), c.mode_reason.c_str());
-        std::fprintf(out, "wrote %s\n", f->out.c_str());
+        std::fprintf(out, "pattern: %s (%s)\n", to_string(c.pattern), escape_control(c.pattern_reason).c_str());
+        std::fprintf(out, "mode:    %s (%s)\n", to_string(c.mode), escape_control(c.mode_reason).c_str());
+        std::fprintf(out, "wrote %s\n", escape_control(f->out).c_str());
       }
       return Status::Ok();
     };

@@ -3,6 +3,8 @@
 #include <cstdio>
 
 #include "cli/cli.h"
+#include "qemb/json_text.h"
+#include "qemb/strings.h"
 #include "qemb/eval.h"
 #include "qemb/file.h"
 #include "qemb/tokens.h"
@@ -29,7 +31,9 @@ void add_eval_command(CLI::App& app, Action& run) {
   cmd->add_option("--calibration-tokens", f->calibration,
                   "token ids (text or .npy) whose rows define the activation range (default: the whole table)");
   cmd->add_option("--tokens", f->tokens, "evaluate only the rows of these token ids (text or .npy file)");
-  cmd->add_option("--worst-rows", f->worst_rows, "how many worst rows to list")->capture_default_str();
+  cmd->add_option("--worst-rows", f->worst_rows, "how many worst rows to list")
+      ->check(count_rule(0, kMaxCount))
+      ->capture_default_str();
   cmd->add_flag("--json", f->json, "print one JSON object instead of the table");
   cmd->add_option("--threads", f->threads, "threads that evaluate rows (0 = one per core; results do not depend on it)")
       ->capture_default_str();
@@ -62,11 +66,11 @@ void add_eval_command(CLI::App& app, Action& run) {
       QEMB_ASSIGN_OR_RETURN(EvalReport report, evaluate_checkpoint(f->checkpoint, o));
       if (!f->report.empty()) QEMB_RETURN_IF_ERROR(write_html_report(report, f->report));
       if (f->json) {
-        std::printf("%s\n", eval_report_json(report).dump(2).c_str());
+        std::printf("%s\n", json_text(eval_report_json(report), 2).c_str());
       } else {
         std::FILE* out = summary_stream(f->report);
         std::fputs(format_eval_report(report).c_str(), out);
-        if (!f->report.empty()) std::fprintf(out, "\nwrote report %s\n", f->report.c_str());
+        if (!f->report.empty()) std::fprintf(out, "\nwrote report %s\n", escape_control(f->report).c_str());
       }
       return Status::Ok();
     };

@@ -2,6 +2,7 @@
 
 #include "cli/cli.h"
 #include "qemb/eval.h"
+#include "qemb/strings.h"
 #include "qemb/tokens.h"
 
 namespace qemb::cli {
@@ -39,12 +40,13 @@ void add_fakequant_command(CLI::App& app, Action& run) {
       QEMB_ASSIGN_OR_RETURN(FakeQuantResult r, fakequant_checkpoint(f->checkpoint, o, f->out));
       if (!f->quiet) {
         std::FILE* out = summary_stream(f->out);
-        std::fprintf(out, "tensor:     %s [%lld x %lld] %s\n", r.tensor.c_str(), static_cast<long long>(r.rows),
-                    static_cast<long long>(r.dim), r.dtype.c_str());
+        std::fprintf(out, "tensor:     %s [%lld x %lld] %s\n", escape_control(r.tensor).c_str(),
+                     static_cast<long long>(r.rows), static_cast<long long>(r.dim), r.dtype.c_str());
         std::fprintf(out, "scheme:     %s\n", to_string(o.scheme));
-        std::fprintf(out, "pattern:    %s (%s)\n", to_string(r.pattern), r.pattern_reason.c_str());
+        std::fprintf(out, "pattern:    %s (%s)\n", to_string(r.pattern), escape_control(r.pattern_reason).c_str());
         std::fprintf(out, "activation: scale %.6g, offset %d\n", r.act.scale, r.act.offset());
-        std::fprintf(out, "wrote %s (every other tensor and the metadata unchanged)\n", f->out.c_str());
+        std::fprintf(out, "wrote %s (every other tensor and the metadata unchanged)\n",
+                     escape_control(f->out).c_str());
       }
       return Status::Ok();
     };

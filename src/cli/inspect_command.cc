@@ -3,7 +3,9 @@
 #include "cli/cli.h"
 #include "qemb/export.h"
 #include "qemb/inspect.h"
+#include "qemb/json_text.h"
 #include "qemb/runtime.h"
+#include "qemb/strings.h"
 
 namespace qemb::cli {
 
@@ -34,10 +36,10 @@ void add_inspect_command(CLI::App& app, Action& run) {
       // How to hand this artifact to the ONNX toolchains (qemb export-onnx).
       const std::string export_command = onnx_export_command(f->artifact, rt->artifact());
       if (f->json) {
-        std::printf("%s\n", inspect_json(f->artifact, *rt).dump(2).c_str());
+        std::printf("%s\n", json_text(inspect_json(f->artifact, *rt), 2).c_str());
       } else {
         std::printf("%s", describe_artifact_text(*rt).c_str());
-        std::printf("export:       %s\n", export_command.c_str());
+        std::printf("export:       %s\n", escape_control(export_command).c_str());
       }
       return Status::Ok();
     };

@@ -1,8 +1,10 @@
 #include <cstdio>
+#include <exception>
 #include <string>
 
 #include "cli/cli.h"
 #include "qemb/file.h"
+#include "qemb/strings.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"qemb: per-channel-quantized embedding tables, compiled and served bit-exactly"};
@@ -39,12 +41,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "qemb: error: %s\nRun 'qemb --help' or 'qemb COMMAND --help' for usage.\n", e.what());
     return qemb::cli::kExitUsage;
   }
-  qemb::Status status = run ? run() : qemb::Status::Ok();
+  qemb::Status status;
+  try {
+    status = run ? run() : qemb::Status::Ok();
+  } catch (const std::exception& e) {
+    // The last line of defence: every known cause returns a Status instead.
+    status = qemb::make_error(qemb::ErrorCode::kInternal, std::string("unexpected failure: ") + e.what());
+  }
   // Output a command printed may still sit in stdio's buffer: a full disk or
   // /dev/full must fail the command, not vanish at exit.
   if (status.ok()) status = qemb::flush_stdout();
   if (!status.ok()) {
-    std::fprintf(stderr, "qemb: error: %s\n", status.error().to_string().c_str());
+    // Messages quote names and text taken from input files.
+    std::fprintf(stderr, "qemb: error: %s\n", qemb::escape_control(status.error().to_string()).c_str());
     return qemb::cli::kExitError;
   }
   return qemb::cli::kExitOk;

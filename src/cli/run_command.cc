@@ -159,6 +159,7 @@ void add_run_command(CLI::App& app, Action& run) {
   cmd->add_flag("--json", f->json, "print the rows as JSON arrays, nested as the output's shape");
   cmd->add_flag("--reference", f->reference, "use the scalar reference interpreter");
   cmd->add_option("--threads", f->threads, "threads for large batches (0 = one per core)")
+      ->check(count_rule(0, kMaxThreads))
       ->capture_default_str();
   cmd->add_option("--verify", f->verify, "checksums to verify on load: full | header")
       ->capture_default_str()

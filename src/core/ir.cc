@@ -4,6 +4,8 @@
 #include <set>
 #include <sstream>
 
+#include "qemb/strings.h"
+
 namespace qemb {
 
 const char* to_string(TensorKind kind) {
@@ -187,17 +189,17 @@ std::string Graph::dump() const {
   std::ostringstream os;
   os << "tensors:\n";
   for (const auto& t : tensors) {
-    os << "  " << t.name << ": " << to_string(t.kind) << " " << to_string(t.dtype) << " "
+    os << "  " << escape_control(t.name) << ": " << to_string(t.kind) << " " << to_string(t.dtype) << " "
        << shape_text(t.shape) << " {" << encoding_text(t.encoding) << "}";
     if (t.data) os << " data=" << t.data->size() << "B";
     os << "\n";
   }
   os << "ops:\n";
   for (const auto& op : ops) {
-    os << "  " << op.name << " = " << to_string(op.type) << "(";
-    for (size_t i = 0; i < op.inputs.size(); ++i) os << (i ? ", " : "") << op.inputs[i];
+    os << "  " << escape_control(op.name) << " = " << to_string(op.type) << "(";
+    for (size_t i = 0; i < op.inputs.size(); ++i) os << (i ? ", " : "") << escape_control(op.inputs[i]);
     os << ") -> ";
-    for (size_t i = 0; i < op.outputs.size(); ++i) os << (i ? ", " : "") << op.outputs[i];
+    for (size_t i = 0; i < op.outputs.size(); ++i) os << (i ? ", " : "") << escape_control(op.outputs[i]);
     if (op.type == OpType::kGather) os << " axis=" << op.axis;
     if (op.intermediate) os << " intermediate={" << encoding_text(*op.intermediate) << "}";
     os << "\n";

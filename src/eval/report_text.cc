@@ -5,6 +5,7 @@
 
 #include "eval/printf_string.h"
 #include "qemb/eval.h"
+#include "qemb/strings.h"
 
 namespace qemb {
 
@@ -91,14 +92,16 @@ nlohmann::ordered_json eval_report_json(const EvalReport& report) {
 
 std::string format_eval_report(const EvalReport& report) {
   std::string s;
-  s += printf_string("tensor      %s %s [%lld x %lld]%s%s\n", report.tensor.c_str(), report.dtype.c_str(),
-                     static_cast<long long>(report.vocab_size), static_cast<long long>(report.dim),
-                     report.file.empty() ? "" : " from ", report.file.c_str());
+  // Names and paths come from files and the environment: escape control bytes.
+  s += printf_string("tensor      %s %s [%lld x %lld]%s%s\n", escape_control(report.tensor).c_str(),
+                     report.dtype.c_str(), static_cast<long long>(report.vocab_size),
+                     static_cast<long long>(report.dim), report.file.empty() ? "" : " from ",
+                     escape_control(report.file).c_str());
   s += printf_string("rows        %lld of %lld (%s)\n", static_cast<long long>(report.rows_evaluated),
-                     static_cast<long long>(report.vocab_size), report.rows_source.c_str());
+                     static_cast<long long>(report.vocab_size), escape_control(report.rows_source).c_str());
   s += printf_string("activation  scale %.6g, offset %d, range [%.6g, %.6g] from %s", report.act.scale,
                      report.act.offset(), report.act_range_lo, report.act_range_hi,
-                     report.calibration_source.c_str());
+                     escape_control(report.calibration_source).c_str());
   if (report.calibration_tokens > 0)
     s += printf_string(" (%lld tokens)", static_cast<long long>(report.calibration_tokens));
   s += "\n";
@@ -110,10 +113,10 @@ std::string format_eval_report(const EvalReport& report) {
                        percent(r0.clipped_fraction).c_str());
   }
   s += printf_string("target      %s -> deployed pattern: %s\n",
-                     report.target.version ? (report.target.version->to_string() + " (" + report.target.source + ")").c_str()
+                     report.target.version ? escape_control(report.target.version->to_string() + " (" + report.target.source + ")").c_str()
                                            : "unknown SDK",
                      report.has_deployed_pattern ? to_string(report.deployed_pattern) : "none");
-  s += "            (" + report.deployed_reason + ")\n\n";
+  s += "            (" + escape_control(report.deployed_reason) + ")\n\n";
 
   s += printf_string("%-6s %-10s %-3s %8s %9s %9s %9s %10s %10s %10s %10s %s\n", "scheme", "pattern", "dep",
                      "SQNR dB", "cos mean", "cos p1", "cos min", "max|err|", "mean|err|", "w mean|e|", "a mean|e|",

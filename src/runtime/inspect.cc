@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <sstream>
 
+#include "qemb/json_text.h"
+#include "qemb/strings.h"
+
 namespace qemb {
 
 nlohmann::json encoding_json(const Encoding& e) {
@@ -75,7 +78,15 @@ nlohmann::json describe_artifact(const EmbeddingRuntime& runtime) {
 
 std::string describe_artifact_text(const EmbeddingRuntime& runtime) {
   const nlohmann::json j = describe_artifact(runtime);
-  auto str = [&](const char* key) { return j[key].is_string() ? j[key].get<std::string>() : j[key].dump(); };
+  // Every string here comes from the file: escape what could drive the terminal.
+  auto str = [&](const char* key) {
+    return escape_control(j[key].is_string() ? j[key].get<std::string>() : json_text(j[key]));
+  };
+  auto source = [&](const char* key) {
+    const auto it = j["source"].find(key);
+    if (it == j["source"].end()) return std::string();
+    return escape_control(it->is_string() ? it->get<std::string>() : json_text(*it));
+  };
   std::ostringstream os;
   os << "scheme:       " << str("scheme") << "\n"
      << "pattern:      " << str("pattern") << " (" << str("pattern_reason") << ")\n"
@@ -85,8 +96,7 @@ std::string describe_artifact_text(const EmbeddingRuntime& runtime) {
      << "activation:   scale=" << runtime.activation().scale << " offset=" << runtime.activation().offset() << "\n"
      << "kernel:       " << runtime.kernel_name() << "\n";
   if (j["source"].is_object())
-    os << "source:       " << j["source"].value("file", "") << " : " << j["source"].value("tensor", "") << " ("
-       << j["source"].value("dtype", "") << ")\n";
+    os << "source:       " << source("file") << " : " << source("tensor") << " (" << source("dtype") << ")\n";
   os << "runtime graph:\n" << runtime.artifact().graph.dump();
   return os.str();
 }

@@ -20,11 +20,13 @@
 
 #include "qemb/artifact.h"
 #include "qemb/bench.h"
+#include "qemb/ir.h"
 #include "qemb/compiler.h"
 #include "qemb/npy.h"
 #include "qemb/runtime.h"
 #include "qemb/safetensors.h"
 #include "qemb/tokens.h"
+#include "artifact/artifact_test_util.h"
 #include "support/test_util.h"
 
 namespace qemb {
@@ -62,6 +64,12 @@ std::string npy(const std::string& descr, const std::vector<int64_t>& shape, con
   auto e = encode_npy(descr, shape, data.data(), data.size());
   EXPECT_TRUE(e.ok()) << e.error().message;
   return e.ok() ? std::string(e->begin(), e->end()) : std::string();
+}
+
+std::vector<uint8_t> f32_bytes(std::vector<float> v) {
+  std::vector<uint8_t> b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
 }
 
 std::vector<uint8_t> i64_bytes(std::vector<int64_t> v) {
@@ -166,6 +174,49 @@ class BadInput : public ::testing::Test {
     return 0;
   }
 
+  // The good artifact's graph and metadata written again, non-streamed, with
+  // `edit` applied to its sections (checksums stay right): a hostile file.
+  std::string rewritten(const std::function<void(std::vector<artifact_test::RawSection>&)>& edit,
+                        const nlohmann::json* metadata = nullptr, const Graph* graph = nullptr) const {
+    auto loaded = load_artifact(art_);
+    EXPECT_TRUE(loaded.ok());
+    if (!loaded.ok()) return std::string();
+    const std::string path = dir_.file("rewritten.qemb");
+    EXPECT_TRUE(write_artifact(path, graph ? *graph : loaded->graph, metadata ? *metadata : loaded->metadata).ok());
+    const std::string text = qemb::testing::read_text(path);
+    fs::remove(path);
+    auto sections = artifact_test::split_raw(std::vector<uint8_t>(text.begin(), text.end()));
+    if (edit) edit(sections);
+    auto bytes = artifact_test::build_raw(sections);
+    return std::string(bytes.begin(), bytes.end());
+  }
+  // A safetensors table of `dtype` whose values cycle through `pattern`
+  // (little-endian elements).
+  std::string table_of(const std::string& dtype, const std::vector<uint8_t>& pattern) const {
+    const size_t element = dtype == "F32" ? 4 : 2, count = pattern.size() / element;
+    std::string data;
+    for (size_t i = 0; i < static_cast<size_t>(kVocab * kDim); ++i)
+      data.append(reinterpret_cast<const char*>(pattern.data()) + (i % count) * element, element);
+    return safetensors("{" + entry("model.embed_tokens.weight", dtype, "[40,6]", 0, data.size()) + "}", 0) + data;
+  }
+  // Convert(table) -> output: checksums right, no gather of the ids. Both
+  // runtimes returned rows 0..V-1 for any V ids.
+  std::string convert_only() const {
+    auto loaded = load_artifact(art_);
+    EXPECT_TRUE(loaded.ok());
+    if (!loaded.ok()) return std::string();
+    const Tensor* table = loaded->graph.find_tensor(loaded->graph.ops[0].inputs[0]);
+    const Tensor* out = nullptr;
+    for (const Tensor& t : loaded->graph.tensors)
+      if (t.kind == TensorKind::kAppRead) out = &t;
+    Graph g;
+    g.add_tensor(*table);
+    g.add_tensor({"ids", TensorKind::kAppWrite, DataType::kInt32, {0}, Encoding{}, nullptr});
+    g.add_tensor({"out", TensorKind::kAppRead, DataType::kUFixedPoint16, {kVocab, kDim}, out->encoding, nullptr});
+    g.add_op({OpType::kConvert, "c", {table->name}, {"out"}, 0, std::nullopt});
+    return rewritten(nullptr, nullptr, &g);
+  }
+
   TempDir dir_;
   std::string ckpt_, art_, good_artifact_, full_;
   std::vector<SectionInfo> sections_;
@@ -193,6 +244,7 @@ TEST_F(BadInput, CommandLineTable) {
   using B = const BadInput&;
   const std::string embed = "model.embed_tokens.weight";
   const std::string good_entry = entry(embed, "F32", "[40,6]", 0, 960);
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   const std::vector<CliCase> cases = {
       // -- compile: the safetensors checkpoint ------------------------------
       {"empty checkpoint", [](B) { return std::string(); }, "bad.safetensors",
@@ -420,7 +472,6 @@ TEST_F(BadInput, CommandLineTable) {
        "is the input artifact; choose another path"},
       {"run output in a missing folder", nullptr, "", "run {art} --tokens 1 -o {dir}/no/such/o.npy",
        "check that the folder exists and is writable"},
-      {"negative thread count", nullptr, "", "run {art} --tokens 1 --threads -1 -o {out}", "threads must be >= 0"},
       // -- empty tables: an error everywhere, before any output exists -------
       {"compile of a [0, 8] table", [&](B) { return safetensors("{" + entry(embed, "F32", "[0,8]", 0, 0) + "}", 0); },
        "bad.safetensors", "compile {bad} --qnn-sdk-version 2.48 -o {out}",
@@ -464,6 +515,75 @@ TEST_F(BadInput, CommandLineTable) {
       {"unknown fakequant scheme", nullptr, "", "fakequant {ckpt} --scheme all -o {out}",
        "unknown scheme 'all': expected 16a4w or 16a8w", 2},
       {"fakequant without --scheme", nullptr, "", "fakequant {ckpt} -o {out}", "--scheme is required", 2},
+      // -- one rule for every count, size and duration (usage errors) ---------
+      {"negative thread count", nullptr, "", "run {art} --tokens 1 --threads -1 -o {out}",
+       "--threads: '-1' is not a whole number in [0, 65536]", 2},
+      {"negative compile thread count", nullptr, "", "compile {ckpt} --threads -5 -o {out}",
+       "--threads: '-5' is not a whole number in [0, 65536]", 2},
+      {"memory budget -1", nullptr, "", "compile {ckpt} --memory-budget -1 -o {out}",
+       "--memory-budget: '-1' is not a whole number in [0, 9223372036854775807]", 2},
+      {"memory budget past 64 bits", nullptr, "", "compile {ckpt} --memory-budget 18446744073709551616 -o {out}",
+       "--memory-budget: '18446744073709551616' is too large; the most is 9223372036854775807", 2},
+      {"bench batch -1", nullptr, "", "bench {art} --batch -1", "--batch: '-1' is not a whole number in [1, 16777216]",
+       2},
+      {"bench batch 0", nullptr, "", "bench {art} --batch 0", "--batch: '0' is too small; the least is 1", 2},
+      {"bench batch of 10^12 ids", nullptr, "", "bench {art} --batch 1000000000000",
+       "--batch: '1000000000000' is too large; the most is 16777216", 2},
+      {"bench for ever", nullptr, "", "bench {art} --seconds inf", "--seconds: 'inf' is not a finite number of seconds",
+       2},
+      {"bench for nan seconds", nullptr, "", "bench {art} --seconds nan",
+       "--seconds: 'nan' is not a finite number of seconds", 2},
+      {"bench for -1 seconds", nullptr, "", "bench {art} --seconds -1", "--seconds: '-1' is outside (0, 3600] seconds",
+       2},
+      {"eval worst rows -1", nullptr, "", "eval {ckpt} --worst-rows -1",
+       "--worst-rows: '-1' is not a whole number in [0, 9223372036854775807]", 2},
+      // -- hostile files: deep JSON, ranges past float32, repeated keys, graphs
+      {"safetensors metadata nested 100k deep",
+       [&](B) { return safetensors("{\"__metadata__\":{\"a\":" + deep + "}," + good_entry + "}", 960); },
+       "bad.safetensors", "compile {bad} -o {out}", "header nests JSON deeper than 16 levels"},
+      {"shape nested 100k deep (eval)",
+       [&](B) { return safetensors("{\"" + embed + "\":{\"dtype\":\"F32\",\"shape\":[40," + deep +
+                                   "],\"data_offsets\":[0,960]}}", 960); },
+       "bad.safetensors", "eval {bad} --qnn-sdk-version 2.48", "header nests JSON deeper than 16 levels"},
+      {"data_offsets nested 100k deep (fakequant)",
+       [&](B) { return safetensors("{\"" + embed + "\":{\"dtype\":\"F32\",\"shape\":[40,6],\"data_offsets\":" +
+                                   deep + "}}", 960); },
+       "bad.safetensors", "fakequant {bad} --scheme 16a4w --qnn-sdk-version 2.48 -o {out}",
+       "header nests JSON deeper than 16 levels"},
+      {"table spanning +-2e38 (compile)", [](B b) { return b.table_of("F32", f32_bytes({2e38f, -2e38f, 1.0f})); },
+       "bad.safetensors", "compile {bad} --qnn-sdk-version 2.48 -o {out}",
+       "the table's values span [-2e+38, 2e+38], wider than float32 can hold"},
+      {"table spanning +-2e38 (eval)", [](B b) { return b.table_of("F32", f32_bytes({2e38f, -2e38f, 1.0f})); },
+       "bad.safetensors", "eval {bad} --qnn-sdk-version 2.48", "wider than float32 can hold"},
+      {"table spanning +-2e38 (fakequant)", [](B b) { return b.table_of("F32", f32_bytes({2e38f, -2e38f, 1.0f})); },
+       "bad.safetensors", "fakequant {bad} --scheme 16a8w --qnn-sdk-version 2.48 -o {out}",
+       "wider than float32 can hold"},
+      {"BF16 table near its maximum", [](B b) { return b.table_of("BF16", {0x7f, 0x7f, 0x7f, 0xff}); },
+       "bad.safetensors", "compile {bad} --qnn-sdk-version 2.48 -o {out}", "wider than float32 can hold"},
+      {"META that repeats a key",
+       [](B b) {
+         return b.rewritten([](auto& sections) {
+           std::string meta(sections[0].bytes.begin(), sections[0].bytes.end());
+           meta.insert(1, "\"scheme\":\"16a8w\",");
+           sections[0].bytes = artifact_test::text_bytes(meta);
+         });
+       },
+       "bad.qemb", "run {bad} --tokens 1 -o {out}", "(META) repeats the key 'scheme' in one object"},
+      {"GRAPH that repeats a key",
+       [](B b) {
+         return b.rewritten([](auto& sections) {
+           std::string graph(sections[1].bytes.begin(), sections[1].bytes.end());
+           graph.insert(1, "\"ops\":[],");
+           sections[1].bytes = artifact_test::text_bytes(graph);
+         });
+       },
+       "bad.qemb", "inspect {bad}", "(GRAPH) repeats the key 'ops' in one object"},
+      {"graph that converts the table and gathers nothing", [](B b) { return b.convert_only(); }, "bad.qemb",
+       "run {bad} --tokens 3,3,3,3 -o {out}", "the graph gathers the input ids 0 times"},
+      {"the same on the reference interpreter", [](B b) { return b.convert_only(); }, "bad.qemb",
+       "run {bad} --tokens 3,3,3,3 --reference -o {out}", "the graph gathers the input ids 0 times"},
+      {"tensor name with terminal escapes", nullptr, "", "compile {ckpt} --tensor 'a\x1b[2Jb\rc' -o {out}",
+       "tensor 'a\\x1b[2Jb\\rc' is not in"},
       {"unknown --verify mode", nullptr, "", "run {art} --tokens 1 --verify most -o {out}",
        "unknown --verify 'most': expected full or header", 2},
       // -- run --bags: pooled lookups --------------------------------------------
@@ -583,6 +703,74 @@ TEST_F(BadInput, SmallestTablesWork) {
   }
 }
 
+// ---- legal but hostile: must work, and print nothing raw ---------------------
+
+// Bytes a terminal acts on: ESC, CR, BEL, and the C1 CSI in UTF-8.
+bool has_terminal_controls(const std::string& text) {
+  return text.find('\x1b') != std::string::npos || text.find('\r') != std::string::npos ||
+         text.find('\x07') != std::string::npos || text.find("\xc2\x9b") != std::string::npos;
+}
+
+TEST_F(BadInput, HostileButLegalInputWorksAndPrintsNothingRaw) {
+  const std::string odd = dir_.file("m\xff\xfe.safetensors");  // a legal Linux name, not UTF-8
+  fs::copy_file(ckpt_, odd);
+  const std::string replaced = "m\xef\xbf\xbd\xef\xbf\xbd.safetensors";
+
+  // compile blamed "metadata or a tensor name"; eval --json aborted (nlohmann type_error).
+  auto r = run_command(kQemb + " compile '" + odd + "' --qnn-sdk-version 2.48 -o " + dir_.file("odd.qemb"));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  r = run_command(kQemb + " inspect --json " + dir_.file("odd.qemb"));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find(replaced), std::string::npos) << r.out;
+  r = run_command(kQemb + " eval '" + odd + "' --json --qnn-sdk-version 2.48");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find(replaced), std::string::npos) << r.out;
+  write_file(dir_.file("ids\xff.txt"), "1\n2\n");
+  r = run_command(kQemb + " eval " + ckpt_ + " --json --qnn-sdk-version 2.48 --tokens '" + dir_.file("ids\xff.txt") + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const std::string sdk = dir_.file("qairt\xff/2.48.0.1");
+  fs::create_directories(sdk);
+  r = run_command("QNN_SDK_ROOT='" + sdk + "' " + kQemb + " eval " + ckpt_ + " --json");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("qairt\xef\xbf\xbd"), std::string::npos) << r.out;
+
+  // A checksummed artifact with a section named 0xff: inspect --json aborted.
+  write_file(dir_.file("ff.qemb"), rewritten([](auto& sections) { sections[2].name = "\xff"; }));
+  r = run_command(kQemb + " inspect --json " + dir_.file("ff.qemb"));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"name\": \"\xef\xbf\xbd\""), std::string::npos) << r.out;
+
+  // META strings that would clear the screen, retitle the window and rewrite lines.
+  auto loaded = load_artifact(art_);
+  ASSERT_TRUE(loaded.ok());
+  nlohmann::json meta = loaded->metadata;
+  meta["scheme"] = "16a4w\x1b]0;owned\x07\x1b[2J";
+  meta["pattern_reason"] = "ok\rfake line\ncsi\xc2\x9b" "31m";
+  meta["source"]["tensor"] = "t\x1b[1A";
+  write_file(dir_.file("esc.qemb"), rewritten(nullptr, &meta));
+  r = run_command(kQemb + " inspect " + dir_.file("esc.qemb"));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_FALSE(has_terminal_controls(r.out)) << r.out;
+  EXPECT_NE(r.out.find("scheme:       16a4w\\x1b]0;owned\\x07\\x1b[2J\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok\\rfake line\\ncsi\\xc2\\x9b31m"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(": t\\x1b[1A ("), std::string::npos) << r.out;
+
+  // A tensor name with escapes, printed by compile, eval and fakequant.
+  std::vector<uint8_t> table(kVocab * kDim * 4, 0);
+  for (size_t i = 0; i < table.size(); i += 4) table[i + 3] = 0x3f;  // 0.5f
+  const std::string esc_ckpt = dir_.file("esc.safetensors");
+  ASSERT_TRUE(write_safetensors(esc_ckpt, {}, {{"\x1b[31mmodel.embed_tokens.weight", "F32", {kVocab, kDim}, table}}).ok());
+  for (const std::string& args :
+       {"compile " + esc_ckpt + " --qnn-sdk-version 2.48 -o " + dir_.file("esc2.qemb"),
+        "eval " + esc_ckpt + " --qnn-sdk-version 2.48",
+        "fakequant " + esc_ckpt + " --scheme 16a4w --qnn-sdk-version 2.48 -o " + dir_.file("fq.safetensors")}) {
+    r = run_command(kQemb + " " + args);
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.out;
+    EXPECT_FALSE(has_terminal_controls(r.out)) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("\\x1b[31mmodel.embed_tokens.weight"), std::string::npos) << args << "\n" << r.out;
+  }
+}
+
 // ---- the library, where the command line cannot reach ------------------------
 
 struct LibraryCase {
@@ -672,6 +860,34 @@ TEST_F(BadInput, LibraryTable) {
          return write_npy_u16(dir_.file("folder"), v, 1, 2);
        },
        ErrorCode::kInvalidArgument, "/folder': it is a folder; give the output a file name"},
+      {"bench that would never end",
+       [&] {
+         BenchOptions o;
+         o.min_seconds = std::numeric_limits<double>::infinity();
+         return run_bench(rt, o).status();
+       },
+       ErrorCode::kInvalidArgument, "must be a finite number of seconds > 0"},
+      {"bench for NaN seconds",
+       [&] {
+         BenchOptions o;
+         o.min_seconds = std::numeric_limits<double>::quiet_NaN();
+         return run_bench(rt, o).status();
+       },
+       ErrorCode::kInvalidArgument, "must be a finite number of seconds > 0"},
+      {"bench batch that wrapped from -1",
+       [&] {
+         BenchOptions o;
+         o.batch = static_cast<size_t>(-1);  // length_error before
+         return run_bench(rt, o).status();
+       },
+       ErrorCode::kInvalidArgument, "needs more than half of this machine's memory"},
+      {"bench batch of 10^12 ids",
+       [&] {
+         BenchOptions o;
+         o.batch = 1000000000000;  // bad_alloc before
+         return run_bench(rt, o).status();
+       },
+       ErrorCode::kInvalidArgument, "use a smaller --batch"},
       {"artifact of an inconsistent graph over an existing file",
        [&] {
          write_file(out_path, kPrecious);
