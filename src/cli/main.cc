@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
     // every other parse error (unknown flag, missing value, a value a check
     // refused) is a usage error, whatever CLI11's own code for it.
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
-    std::fprintf(stderr, "qemb: error: %s\nRun 'qemb --help' or 'qemb COMMAND --help' for usage.\n", e.what());
+    std::fprintf(stderr, "qemb: error: %s\nRun 'qemb --help' or 'qemb COMMAND --help' for usage.\n",
+                 qemb::escape_control(e.what()).c_str());
     return qemb::cli::kExitUsage;
   }
   qemb::Status status;
