@@ -8,6 +8,7 @@
 #include "qemb/compiler.h"
 #include "qemb/file.h"
 #include "qemb/inspect.h"
+#include "qemb/json_text.h"
 #include "qemb/runtime.h"
 #include "qemb/strings.h"
 #include "qemb/tokens.h"
@@ -130,7 +131,7 @@ void add_compile_command(CLI::App& app, Action& run) {
         j["output"] = f->out;
         j["timing"] = {{"seconds", seconds},
                        {"rows_per_s", seconds > 0 ? static_cast<double>(rt->vocab_size()) / seconds : 0.0}};
-        std::printf("%s\n", j.dump(2).c_str());
+        std::printf("%s\n", json_text(j, 2).c_str());
         return Status::Ok();
       }
       if (!f->quiet) {
