@@ -583,7 +583,7 @@ TEST_F(BadInput, CommandLineTable) {
       {"the same on the reference interpreter", [](B b) { return b.convert_only(); }, "bad.qemb",
        "run {bad} --tokens 3,3,3,3 --reference -o {out}", "the graph gathers the input ids 0 times"},
       {"tensor name with terminal escapes", nullptr, "", "compile {ckpt} --tensor 'a\x1b[2Jb\rc' -o {out}",
-       "tensor 'a\\x1b[2Jb\\rc' is not in"},
+       "no tensor 'a\\x1b[2Jb\\rc' in"},
       {"unknown --verify mode", nullptr, "", "run {art} --tokens 1 --verify most -o {out}",
        "unknown --verify 'most': expected full or header", 2},
       // -- run --bags: pooled lookups --------------------------------------------
