@@ -66,8 +66,11 @@ qemb_status lookup(const qemb_runtime* runtime, const Id* ids, size_t count, Out
 extern "C" {
 
 const char* qemb_status_string(qemb_status status) {
-  if (status < QEMB_OK || status > QEMB_INTERNAL) return "unknown error";
-  return qemb::to_string(static_cast<qemb::ErrorCode>(status));
+  static_assert(sizeof(qemb_status) == sizeof(int));
+  int code = 0;  // read as int: C callers may pass any value (see qemb_runtime_open)
+  std::memcpy(&code, &status, sizeof code);
+  if (code < QEMB_OK || code > QEMB_INTERNAL) return "unknown error";
+  return qemb::to_string(static_cast<qemb::ErrorCode>(code));
 }
 
 qemb_runtime_options qemb_runtime_options_default(void) {
@@ -84,9 +87,14 @@ qemb_status qemb_runtime_open(const char* path, const qemb_runtime_options* opti
   *out = nullptr;
   if (path == nullptr) return fail(QEMB_INVALID_ARGUMENT, "path is NULL", err, err_size);
   const qemb_runtime_options o = options != nullptr ? *options : qemb_runtime_options_default();
-  if (o.verify != QEMB_VERIFY_FULL && o.verify != QEMB_VERIFY_HEADER)
+  // A C caller may store any int in the enum; in C++ loading a value outside
+  // the enumerators is undefined, so the field is read as the int it is.
+  static_assert(sizeof(qemb_verify) == sizeof(int));
+  int verify = 0;
+  std::memcpy(&verify, &o.verify, sizeof verify);
+  if (verify != QEMB_VERIFY_FULL && verify != QEMB_VERIFY_HEADER)
     return fail(QEMB_INVALID_ARGUMENT,
-                "unknown verify value " + std::to_string(static_cast<int>(o.verify)) +
+                "unknown verify value " + std::to_string(verify) +
                     ": expected QEMB_VERIFY_FULL or QEMB_VERIFY_HEADER",
                 err, err_size);
   if (o.threads < 0)
@@ -94,7 +102,7 @@ qemb_status qemb_runtime_open(const char* path, const qemb_runtime_options* opti
                 "threads is " + std::to_string(o.threads) + ": expected 0 (one per core) or more", err, err_size);
   try {
     qemb::RuntimeOptions ro;
-    ro.verify = o.verify == QEMB_VERIFY_HEADER ? qemb::Verify::kHeader : qemb::Verify::kFull;
+    ro.verify = verify == QEMB_VERIFY_HEADER ? qemb::Verify::kHeader : qemb::Verify::kFull;
     ro.threads = o.threads;
     ro.reference = o.reference != 0;
     auto loaded = qemb::EmbeddingRuntime::load(path, ro);
