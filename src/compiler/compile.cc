@@ -52,21 +52,6 @@ std::string mib(uint64_t bytes) {
 
 namespace {
 
-class ArrayRows final : public RowSource {
- public:
-  ArrayRows(const float* table, int64_t rows, int64_t dim) : table_(table), rows_(rows), dim_(dim) {}
-  int64_t rows() const override { return rows_; }
-  int64_t dim() const override { return dim_; }
-  Status read(int64_t begin, int64_t end, float* out) const override {
-    std::memcpy(out, table_ + begin * dim_, static_cast<size_t>((end - begin) * dim_) * sizeof(float));
-    return Status::Ok();
-  }
-
- private:
-  const float* table_;
-  int64_t rows_, dim_;
-};
-
 Error non_finite_error(float v, int64_t row, int64_t col) {
   return make_error(ErrorCode::kInvalidArgument,
                     std::string("the table holds a non-finite value (") + (std::isnan(v) ? "NaN" : "Inf") +

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 
 #include "qemb/compiler.h"
@@ -40,6 +41,22 @@ inline int64_t row_chunk(int64_t dim) { return std::clamp<int64_t>((int64_t{1} <
 
 // Rows of a memory-mapped safetensors tensor. Rows already processed are
 // dropped from memory so a multi-GiB table never becomes resident whole.
+// A float32 [rows, dim] table already in memory, read in place.
+class ArrayRows final : public RowSource {
+ public:
+  ArrayRows(const float* table, int64_t rows, int64_t dim) : table_(table), rows_(rows), dim_(dim) {}
+  int64_t rows() const override { return rows_; }
+  int64_t dim() const override { return dim_; }
+  Status read(int64_t begin, int64_t end, float* out) const override {
+    std::memcpy(out, table_ + begin * dim_, static_cast<size_t>((end - begin) * dim_) * sizeof(float));
+    return Status::Ok();
+  }
+
+ private:
+  const float* table_;
+  int64_t rows_, dim_;
+};
+
 class SafetensorsRows final : public RowSource {
  public:
   SafetensorsRows(const SafetensorsFile& file, const SafetensorsTensor& tensor)

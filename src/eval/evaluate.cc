@@ -50,21 +50,6 @@ Status check_eval_ids(const std::vector<int64_t>& ids, int64_t rows, const char*
   return Status::Ok();
 }
 
-class TableRows final : public RowSource {
- public:
-  TableRows(const float* table, int64_t rows, int64_t dim) : table_(table), rows_(rows), dim_(dim) {}
-  int64_t rows() const override { return rows_; }
-  int64_t dim() const override { return dim_; }
-  Status read(int64_t begin, int64_t end, float* out) const override {
-    std::memcpy(out, table_ + begin * dim_, static_cast<size_t>((end - begin) * dim_) * sizeof(float));
-    return Status::Ok();
-  }
-
- private:
-  const float* table_;
-  int64_t rows_, dim_;
-};
-
 // Histogram::add(std::log10(a)) for a > 0 without a logarithm per value:
 // the smallest a of each bin is found once by bisection over the doubles, a
 // value is placed by its exponent and leading mantissa bits and one or two
@@ -633,7 +618,7 @@ Result<EvalReport> evaluate_table(const float* table, int64_t rows, int64_t dim,
                                   const TargetVersion& target, const TableSource& source) {
   if (rows > 0 && dim > 0 && table == nullptr)
     return make_error(ErrorCode::kInvalidArgument, "no table given");
-  return evaluate_rows(TableRows(table, rows, dim), options, target, source);
+  return evaluate_rows(ArrayRows(table, rows, dim), options, target, source);
 }
 
 namespace {
