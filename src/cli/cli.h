@@ -49,6 +49,12 @@ inline constexpr uint64_t kMaxBenchBatch = 1 << 24;
 inline constexpr double kMaxBenchSeconds = 3600;
 // A duration in seconds: a finite number in (0, hi].
 CLI::Validator seconds_rule(double hi);
+// A signed decimal int64 (an id that may count from the end).
+CLI::Validator integer_rule();
+// An ai.onnx opset the exporter writes (kOnnxMinOpset to kOnnxMaxOpset).
+CLI::Validator opset_rule();
+// A target SDK version as SdkVersion::parse takes it; empty means "discover".
+CLI::Validator sdk_version_rule();
 
 // Exit codes, as most Unix tools use them.
 constexpr int kExitOk = 0;

@@ -27,7 +27,8 @@ void add_eval_command(CLI::App& app, Action& run) {
       ->capture_default_str()
       ->check(parsed_by(parse_eval_schemes));
   cmd->add_option("--qnn-sdk-version", f->sdk_version,
-                  "target QNN SDK version, marks the pattern a compile deploys (default: from QNN_SDK_ROOT)");
+                  "target QNN SDK version, marks the pattern a compile deploys (default: from QNN_SDK_ROOT)")
+      ->check(sdk_version_rule());
   cmd->add_option("--calibration-tokens", f->calibration,
                   "token ids (text or .npy) whose rows define the activation range (default: the whole table)");
   cmd->add_option("--tokens", f->tokens, "evaluate only the rows of these token ids (text or .npy file)");
@@ -36,6 +37,7 @@ void add_eval_command(CLI::App& app, Action& run) {
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "print one JSON object instead of the table");
   cmd->add_option("--threads", f->threads, "threads that evaluate rows (0 = one per core; results do not depend on it)")
+      ->check(count_rule(0, kMaxThreads))
       ->capture_default_str();
   cmd->add_flag("--quiet", f->quiet, "no progress bar");
   cmd->add_option("--report", f->report, "write a self-contained HTML report with plots");

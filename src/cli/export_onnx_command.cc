@@ -18,12 +18,14 @@ void add_export_onnx_command(CLI::App& app, Action& run) {
       "export-onnx", "Write the quantized lookup as an ONNX QDQ model (and its AIMET-format encodings)");
   cmd->add_option("input", f->input, "safetensors checkpoint or .qemb artifact")->required();
   cmd->add_option("--tensor", f->tensor, "checkpoint: embedding tensor name (default: detected by name)");
-  cmd->add_option("--scheme", f->scheme, "checkpoint: 16a4w | 16a8w (default 16a4w)");
-  cmd->add_option("--pattern", f->pattern, "checkpoint: auto | optimized | legacy (default auto)");
-  cmd->add_option("--qnn-sdk-version", f->sdk_version, "checkpoint: target QNN SDK version (default: from QNN_SDK_ROOT)");
+  cmd->add_option("--scheme", f->scheme, "checkpoint: 16a4w | 16a8w (default 16a4w)")->check(parsed_by(parse_scheme));
+  cmd->add_option("--pattern", f->pattern, "checkpoint: auto | optimized | legacy (default auto)")
+      ->check(parsed_by(parse_pattern));
+  cmd->add_option("--qnn-sdk-version", f->sdk_version, "checkpoint: target QNN SDK version (default: from QNN_SDK_ROOT)")
+      ->check(sdk_version_rule());
   cmd->add_option("--calibration-tokens", f->calibration,
                   "checkpoint: token ids whose rows define the activation range (default: the whole table)");
-  cmd->add_option("--opset", f->opset, "ai.onnx opset: 21 | 22")->capture_default_str();
+  cmd->add_option("--opset", f->opset, "ai.onnx opset: 21 | 22")->capture_default_str()->check(opset_rule());
   cmd->add_flag("--folded", f->folded, "optimized pattern: a uint16 table -> Gather -> DequantizeLinear");
   cmd->add_flag("--int32-indices", f->int32_indices, "the indices input is int32 (default int64)");
   cmd->add_flag("--int4-weights", f->int4_weights, "16a4w: store the weights as an INT4 initializer");

@@ -22,7 +22,8 @@ void add_fakequant_command(CLI::App& app, Action& run) {
   cmd->add_option("--pattern", f->pattern, "auto | optimized | legacy")
       ->capture_default_str()
       ->check(parsed_by(parse_pattern));
-  cmd->add_option("--qnn-sdk-version", f->sdk_version, "target QNN SDK version (default: from QNN_SDK_ROOT)");
+  cmd->add_option("--qnn-sdk-version", f->sdk_version, "target QNN SDK version (default: from QNN_SDK_ROOT)")
+      ->check(sdk_version_rule());
   cmd->add_option("--calibration-tokens", f->calibration,
                   "token ids whose rows define the activation range (default: the whole table)");
   cmd->add_option("-o,--output", f->out, "output .safetensors file")->required();

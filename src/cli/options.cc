@@ -6,6 +6,8 @@
 #include <string>
 
 #include "cli/cli.h"
+#include "qemb/export.h"
+#include "qemb/sdk_version.h"
 
 namespace qemb::cli {
 
@@ -43,6 +45,48 @@ CLI::Validator seconds_rule(double hi) {
         return std::string();
       },
       "SECONDS in (0, " + most + "]");
+}
+
+CLI::Validator integer_rule() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        int64_t value = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+        if (ec == std::errc::result_out_of_range) return "'" + text + "' is outside the range of a 64-bit integer";
+        if (text.empty() || ec != std::errc() || ptr != end) return "'" + text + "' is not an integer";
+        return std::string();
+      },
+      "INT");
+}
+
+CLI::Validator opset_rule() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const std::string whole = count_rule(0, kMaxCount)(text);
+        if (!whole.empty()) return "'" + text + "' is not an opset number";
+        const uint64_t v = std::strtoull(text.c_str(), nullptr, 10);
+        const std::string use = "; use --opset " + std::to_string(kOnnxDefaultOpset);
+        if (v < 1) return "unknown opset " + text + ": ai.onnx opsets are numbered from 1";
+        if (v < kOnnxMinOpset)
+          return "opset " + text + " has no uint16 QuantizeLinear/DequantizeLinear, which ONNX added in opset " +
+                 std::to_string(kOnnxMinOpset) + use;
+        if (v > kOnnxMaxOpset)
+          return "unknown opset " + text + ": this exporter knows opsets " + std::to_string(kOnnxMinOpset) + " to " +
+                 std::to_string(kOnnxMaxOpset) + use;
+        return std::string();
+      },
+      "OPSET in [" + std::to_string(kOnnxMinOpset) + ", " + std::to_string(kOnnxMaxOpset) + "]");
+}
+
+CLI::Validator sdk_version_rule() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (text.empty()) return std::string();
+        Result<SdkVersion> v = SdkVersion::parse(text);
+        return v.ok() ? std::string() : v.error().message;
+      },
+      "");
 }
 
 }  // namespace qemb::cli

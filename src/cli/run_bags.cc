@@ -53,10 +53,14 @@ void add_bag_flags(CLI::App& run, BagFlags& f) {
                  "pool the ids into bags: an int32/int64 .npy of offsets (B + 1 of them, the last equal to the "
                  "number of ids) or as --bag-format says; writes float32 [B, D]");
   run.add_option("--bag-format", f.bag_format, "--bags holds: include-last-offset | offsets (B) | lengths (B)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(parsed_by(parse_bag_format));
   run.add_option("--weights", f.weights, "per-sample weights with --bags: a float32 .npy, one per id");
-  run.add_option("--pool", f.pool, "how --bags pools: sum | mean")->capture_default_str();
-  run.add_option("--padding-idx", f.padding_idx, "with --bags: ids equal to it add nothing and do not count");
+  run.add_option("--pool", f.pool, "how --bags pools: sum | mean")
+      ->capture_default_str()
+      ->check(parsed_by([](const std::string& s) { return parse_pool_mode(s); }));
+  run.add_option("--padding-idx", f.padding_idx, "with --bags: ids equal to it add nothing and do not count")
+      ->check(integer_rule());
 }
 
 bool bag_flags_given(const BagFlags& f) {
