@@ -2,8 +2,8 @@
 // on without downloading anything:
 //
 //   qemb_make_example OUT.safetensors
-//   qemb_make_example --rows R --dim D OUT.safetensors   (a large BF16 table only,
-//                                                        for compile benchmarks)
+//   qemb_make_example --rows R --dim D [--dtype BF16|F32] OUT.safetensors
+//                       (a large table only, BF16 by default, for benchmarks)
 //
 // The embedding rows have log-normally spread scales, as in real checkpoints
 // (rare tokens have small rows), so the legacy per-tensor approximation
@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -84,33 +85,43 @@ bool add(std::vector<qemb::SafetensorsTensorData>& tensors, const std::string& n
   return true;
 }
 
-// A production-sized BF16 embedding, made row by row so only the output bytes
-// are ever held in memory.
-int write_large_table(int64_t rows, int64_t dim, const char* path) {
+// A production-sized BF16 (or F32) embedding, made row by row so only the
+// output bytes are ever held in memory.
+int write_large_table(int64_t rows, int64_t dim, const std::string& dtype, const char* path) {
   if (rows <= 0 || dim <= 0) {
     std::fprintf(stderr, "qemb_make_example: --rows and --dim must be positive\n");
     return 2;
   }
+  if (dtype != "BF16" && dtype != "F32") {
+    std::fprintf(stderr, "qemb_make_example: --dtype must be BF16 or F32\n");
+    return 2;
+  }
+  const size_t width = dtype == "F32" ? 4 : 2;
   SplitMix64 rng(kSeed);
-  std::vector<uint8_t> bytes(static_cast<size_t>(rows * dim) * 2);
+  std::vector<uint8_t> bytes(static_cast<size_t>(rows * dim) * width);
   for (int64_t r = 0; r < rows; ++r) {
     const double scale = 0.02 * std::exp(0.5 * rng.normal());
-    uint8_t* row = bytes.data() + static_cast<size_t>(r * dim) * 2;
+    uint8_t* row = bytes.data() + static_cast<size_t>(r * dim) * width;
     for (int64_t c = 0; c < dim; ++c) {
-      const uint16_t b = qemb::float_to_bf16(static_cast<float>(rng.normal() * scale));
+      const float v = static_cast<float>(rng.normal() * scale);
+      if (width == 4) {
+        std::memcpy(row + 4 * c, &v, 4);  // little-endian hosts only, as the rest of qemb
+        continue;
+      }
+      const uint16_t b = qemb::float_to_bf16(v);
       row[2 * c] = static_cast<uint8_t>(b & 0xFF);
       row[2 * c + 1] = static_cast<uint8_t>(b >> 8);
     }
   }
   std::vector<qemb::SafetensorsTensorData> tensors;
-  tensors.push_back({"model.embed_tokens.weight", "BF16", {rows, dim}, std::move(bytes)});
+  tensors.push_back({"model.embed_tokens.weight", dtype, {rows, dim}, std::move(bytes)});
   qemb::Status status = qemb::write_safetensors(path, {{"format", "pt"}}, tensors);
   if (!status.ok()) {
     std::fprintf(stderr, "qemb_make_example: %s\n", status.error().to_string().c_str());
     return 1;
   }
-  std::printf("wrote %s: model.embed_tokens.weight BF16 [%lld, %lld]\n", path, static_cast<long long>(rows),
-              static_cast<long long>(dim));
+  std::printf("wrote %s: model.embed_tokens.weight %s [%lld, %lld]\n", path, dtype.c_str(),
+              static_cast<long long>(rows), static_cast<long long>(dim));
   return 0;
 }
 
@@ -118,11 +129,14 @@ int write_large_table(int64_t rows, int64_t dim, const char* path) {
 
 int main(int argc, char** argv) {
   if (argc == 6 && std::string(argv[1]) == "--rows" && std::string(argv[3]) == "--dim")
-    return write_large_table(std::atoll(argv[2]), std::atoll(argv[4]), argv[5]);
+    return write_large_table(std::atoll(argv[2]), std::atoll(argv[4]), "BF16", argv[5]);
+  if (argc == 8 && std::string(argv[1]) == "--rows" && std::string(argv[3]) == "--dim" &&
+      std::string(argv[5]) == "--dtype")
+    return write_large_table(std::atoll(argv[2]), std::atoll(argv[4]), argv[6], argv[7]);
   if (argc != 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::fprintf(stderr,
                  "usage: qemb_make_example OUT.safetensors\n"
-                 "       qemb_make_example --rows R --dim D OUT.safetensors\n"
+                 "       qemb_make_example --rows R --dim D [--dtype BF16|F32] OUT.safetensors\n"
                  "Writes a small deterministic LLM-like checkpoint (embedding "
                  "'model.embed_tokens.weight' BF16 [%lld, %lld]).\n",
                  static_cast<long long>(kVocab), static_cast<long long>(kDim));
