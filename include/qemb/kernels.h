@@ -30,6 +30,11 @@ using GatherU16Fn = void (*)(const uint16_t* table, size_t dim, const int64_t* i
 using GatherU16F32Fn = void (*)(const uint16_t* table, size_t dim,
                                 const ActivationEncoding& act, const int64_t* ids,
                                 size_t n, float* out);
+// Materialized gather into half precision: the bits of float_to_f16() /
+// float_to_bf16() (qemb/half.h) of the dequantized value above.
+using GatherU16HalfFn = void (*)(const uint16_t* table, size_t dim,
+                                 const ActivationEncoding& act, const int64_t* ids,
+                                 size_t n, uint16_t* out);
 
 // The constant inputs of a fused (requantizing) gather.
 struct RequantGatherParams {
@@ -46,9 +51,11 @@ struct RequantGatherParams {
 // Optimized pattern: out[i][j] = optimized_output(s_r, q[r][j], act), r = ids[i].
 // Legacy pattern:    out[i][j] = legacy_output(s_r, q[r][j], max_scale, qmax, act)
 //                    with qmax = 7 (s4) or 127 (s8).
-// The f32 variants write dequantize_activation() of that uint16 value.
+// The f32 variants write dequantize_activation() of that uint16 value; the
+// f16 / bf16 ones its float_to_f16() / float_to_bf16() bits (qemb/half.h).
 using RequantGatherU16Fn = void (*)(const RequantGatherParams& params, const int64_t* ids,
                                     size_t n, uint16_t* out);
+using RequantGatherHalfFn = RequantGatherU16Fn;
 using RequantGatherF32Fn = void (*)(const RequantGatherParams& params, const int64_t* ids,
                                     size_t n, float* out);
 
@@ -81,14 +88,24 @@ using BagI32Fn = void (*)(const RequantGatherParams& table, const int32_t* ids,
 #define QEMB_GATHER_KERNELS(X)                       \
   X(gather_u16, GatherU16Fn)                         \
   X(gather_u16_f32, GatherU16F32Fn)                  \
+  X(gather_u16_f16, GatherU16HalfFn)                 \
+  X(gather_u16_bf16, GatherU16HalfFn)                \
   X(requant_gather_s4_u16, RequantGatherU16Fn)       \
   X(requant_gather_s4_f32, RequantGatherF32Fn)       \
+  X(requant_gather_s4_f16, RequantGatherHalfFn)      \
+  X(requant_gather_s4_bf16, RequantGatherHalfFn)     \
   X(requant_gather_s8_u16, RequantGatherU16Fn)       \
   X(requant_gather_s8_f32, RequantGatherF32Fn)       \
+  X(requant_gather_s8_f16, RequantGatherHalfFn)      \
+  X(requant_gather_s8_bf16, RequantGatherHalfFn)     \
   X(legacy_gather_s4_u16, RequantGatherU16Fn)        \
   X(legacy_gather_s4_f32, RequantGatherF32Fn)        \
+  X(legacy_gather_s4_f16, RequantGatherHalfFn)       \
+  X(legacy_gather_s4_bf16, RequantGatherHalfFn)      \
   X(legacy_gather_s8_u16, RequantGatherU16Fn)        \
   X(legacy_gather_s8_f32, RequantGatherF32Fn)        \
+  X(legacy_gather_s8_f16, RequantGatherHalfFn)       \
+  X(legacy_gather_s8_bf16, RequantGatherHalfFn)      \
   X(bag_u16_i32, BagI32Fn)                           \
   X(bag_u16_i64, BagI64Fn)                           \
   X(requant_bag_s4_i32, BagI32Fn)                    \

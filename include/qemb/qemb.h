@@ -83,6 +83,18 @@ qemb_status qemb_lookup_i32_f32(const qemb_runtime* runtime, const int32_t* ids,
                                 char* err, size_t err_size);
 qemb_status qemb_lookup_i64_f32(const qemb_runtime* runtime, const int64_t* ids, size_t count, float* out,
                                 char* err, size_t err_size);
+/* Dequantized values in half precision, as uint16_t bit patterns: the float32
+ * y above rounded to nearest even into IEEE binary16 (f16) or bfloat16
+ * (bf16). NaN stays a quiet NaN; binary16 values past 65504 become infinity.
+ * Same rules for ids and errors. */
+qemb_status qemb_lookup_i32_f16(const qemb_runtime* runtime, const int32_t* ids, size_t count, uint16_t* out,
+                                char* err, size_t err_size);
+qemb_status qemb_lookup_i64_f16(const qemb_runtime* runtime, const int64_t* ids, size_t count, uint16_t* out,
+                                char* err, size_t err_size);
+qemb_status qemb_lookup_i32_bf16(const qemb_runtime* runtime, const int32_t* ids, size_t count, uint16_t* out,
+                                 char* err, size_t err_size);
+qemb_status qemb_lookup_i64_bf16(const qemb_runtime* runtime, const int64_t* ids, size_t count, uint16_t* out,
+                                 char* err, size_t err_size);
 
 #ifdef __cplusplus
 }

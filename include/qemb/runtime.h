@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "qemb/artifact.h"
 #include "qemb/quantize.h"
@@ -20,6 +21,17 @@ struct RuntimeOptions {
   // Run the scalar reference interpreter instead of the fast kernels.
   bool reference = false;
 };
+
+// The element type of dequantized lookups: float32 y = s_a * (q16 - zp_a),
+// or that float32 rounded to nearest even into IEEE binary16 (kF16) or
+// bfloat16 (kBF16), as qemb/half.h converts: NaN stays a quiet NaN, binary16
+// values past 65504 become infinity, tiny ones subnormals or zero.
+enum class FloatDtype { kF32, kF16, kBF16 };
+const char* to_string(FloatDtype dtype);  // "f32", "f16", "bf16"
+// Bytes per element: 4 or 2.
+size_t float_dtype_size(FloatDtype dtype);
+// "f32" | "f16" | "bf16"; anything else is kInvalidArgument naming the choices.
+Result<FloatDtype> parse_float_dtype(std::string_view name);
 
 class EmbeddingRuntime {
  public:
@@ -43,6 +55,11 @@ class EmbeddingRuntime {
   // Dequantized output: y = s_a * (q16 - zp_a).
   Status lookup_dequantized(std::span<const int64_t> ids, float* out) const;
   Status lookup_dequantized(std::span<const int32_t> ids, float* out) const;
+  // Dequantized output in `dtype`: out holds ids.size() * dim() elements of
+  // it (float, or uint16_t bit patterns for kF16 and kBF16), which the kernels
+  // write directly.
+  Status lookup_dequantized(std::span<const int64_t> ids, FloatDtype dtype, void* out) const;
+  Status lookup_dequantized(std::span<const int32_t> ids, FloatDtype dtype, void* out) const;
 
   // The uint16 kernel in use with its instruction set, e.g.
   // "gather_u16[AVX3]", "requant_gather_s4_u16[AVX2]", or "reference_interpreter".

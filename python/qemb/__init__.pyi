@@ -73,8 +73,9 @@ class Runtime:
     def path(self) -> str: ...
     def lookup(self, ids: _Ids, out: Optional[npt.NDArray[np.uint16]] = None) -> npt.NDArray[np.uint16]:
         """uint16 rows of shape ids.shape + (dim,); out= is written in place."""
-    def lookup_dequantized(self, ids: _Ids, out: Optional[npt.NDArray[np.float32]] = None) -> npt.NDArray[np.float32]:
-        """float32 rows y = scale * (q + offset) of shape ids.shape + (dim,)."""
+    def lookup_dequantized(self, ids: _Ids, out: Optional[npt.NDArray[Any]] = None, dtype: str = "f32") -> npt.NDArray[Any]:
+        """Rows y = scale * (q + offset) of shape ids.shape + (dim,): float32 ("f32"),
+        float16 ("f16") or bfloat16 bit patterns as uint16 ("bf16"), rounded to nearest even."""
     def describe(self) -> dict[str, Any]:
         """The fields of `qemb inspect --json`."""
 

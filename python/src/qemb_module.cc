@@ -199,6 +199,38 @@ class Runtime {
     return out;
   }
 
+  // Dequantized rows in `dtype_name` ("f32", "f16" or "bf16"): float32,
+  // numpy.float16, or for bfloat16 (which NumPy lacks) uint16 bit patterns.
+  py::array lookup_dequantized(const py::handle& ids_obj, const py::object& out_obj,
+                               const std::string& dtype_name) const {
+    const FloatDtype dtype = take(parse_float_dtype(dtype_name));
+    if (dtype == FloatDtype::kF32) return lookup<float>(ids_obj, out_obj);
+    const bool f16 = dtype == FloatDtype::kF16;
+    const py::dtype want = f16 ? py::dtype("float16") : py::dtype::of<uint16_t>();
+    Ids ids = as_ids(ids_obj);
+    std::vector<py::ssize_t>& shape = ids.shape;
+    shape.push_back(static_cast<py::ssize_t>(rt_->dim()));
+    py::array out = out_obj.is_none() ? py::array(want, shape)
+                                      : checked_out_as(out_obj, shape, want, f16 ? "float16" : "uint16 (bfloat16 bits)");
+    void* dst = out.mutable_data();
+    auto run_half = [&] {
+      if (ids.is32)
+        return rt_->lookup_dequantized(std::span<const int32_t>(static_cast<const int32_t*>(ids.data), ids.count),
+                                       dtype, dst);
+      return rt_->lookup_dequantized(std::span<const int64_t>(static_cast<const int64_t*>(ids.data), ids.count),
+                                     dtype, dst);
+    };
+    Status s;
+    if (ids.count * static_cast<size_t>(rt_->dim()) < kKeepGilValues) {
+      s = run_half();
+    } else {
+      py::gil_scoped_release release;
+      s = run_half();
+    }
+    check(s);
+    return out;
+  }
+
   // Seconds for `repeats` back-to-back C++ calls on the same buffers, with
   // no Python in between: the baseline bench/python_overhead.py compares with.
   double time_cpp_lookup(const py::handle& ids_obj, const py::object& out_obj, int repeats) const {
@@ -247,7 +279,10 @@ class Runtime {
   // `out=` is written in place, so it must be exactly what the lookup writes.
   template <typename T>
   static py::array checked_out(const py::object& obj, const std::vector<py::ssize_t>& shape) {
-    const char* want = std::is_same_v<T, uint16_t> ? "uint16" : "float32";
+    return checked_out_as(obj, shape, py::dtype::of<T>(), std::is_same_v<T, uint16_t> ? "uint16" : "float32");
+  }
+  static py::array checked_out_as(const py::object& obj, const std::vector<py::ssize_t>& shape,
+                                  const py::dtype& want_dtype, const char* want) {
     if (!py::isinstance<py::array>(obj))
       throw_error(ErrorCode::kInvalidArgument,
             std::string("out must be a numpy.ndarray of ") + want + "; got " +
@@ -255,13 +290,13 @@ class Runtime {
     py::array out = py::reinterpret_borrow<py::array>(obj);
     const auto* a = array_of(out);
     const auto* d = descr_of(out);
-    const bool fits = d->kind == (std::is_same_v<T, uint16_t> ? 'u' : 'f') && d->elsize == sizeof(T) &&
+    const bool fits = d->kind == want_dtype.kind() && d->elsize == want_dtype.itemsize() &&
                       native_order(d->byteorder) && a->nd == static_cast<int>(shape.size()) &&
                       std::equal(shape.begin(), shape.end(), a->dimensions) &&
                       (a->flags & kCContiguous) && (a->flags & kWriteable);
     if (fits) return out;
     // What is wrong, in the order a user fixes it.
-    if (!out.dtype().equal(py::dtype::of<T>()))  // equal types of the same byte order
+    if (!out.dtype().equal(want_dtype))  // equal types of the same byte order
       throw_error(ErrorCode::kInvalidArgument,
             "out has dtype " + dtype_name(out.dtype()) + "; this lookup writes " + want);
     std::vector<py::ssize_t> got(out.shape(), out.shape() + out.ndim());
@@ -536,10 +571,15 @@ out  optional uint16 array of exactly that shape, C-contiguous and writable,
 
 An id outside [0, vocab_size) raises IdOutOfRange naming its position and
 value; nothing is written to out on any error.)doc")
-      .def("lookup_dequantized", &Runtime::lookup<float>, arg("ids"), arg("out") = py::none(),
-           R"doc(Looks ids up as float32: y = scale * (q + offset), shape ids.shape + (dim,).
+      .def("lookup_dequantized", &Runtime::lookup_dequantized, arg("ids"), arg("out") = py::none(),
+           arg("dtype") = "f32",
+           R"doc(Looks ids up dequantized: y = scale * (q + offset), shape ids.shape + (dim,).
 
-Same rules for ids and out (float32) as lookup().)doc")
+dtype  "f32" (float32, the default), "f16" (numpy.float16) or "bf16"
+       (bfloat16 bit patterns as uint16, since NumPy has no bfloat16: view
+       them with ml_dtypes.bfloat16 or torch's .view(torch.bfloat16)); the
+       halves are the float32 y rounded to nearest even
+Same rules for ids and out (of that dtype) as lookup().)doc")
       .def("describe", &Runtime::describe, "The artifact's description: the fields of `qemb inspect --json`.")
       .def("_time_cpp_lookup", &Runtime::time_cpp_lookup, arg("ids"), arg("out"), arg("repeats"),
            "Seconds for `repeats` C++ lookups into out, without Python in between (for benchmarks).")

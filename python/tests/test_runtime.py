@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import qemb
-from conftest import MODES, PATTERNS, SCHEMES, artifact_for, inspect_json, run_cli
+from conftest import MODES, PATTERNS, SCHEMES, artifact_for, bf16_bits, inspect_json, run_cli
 
 IDS = [0, 511, 7, 7, 300, 1, 42, 256, 3]
 
@@ -134,6 +134,34 @@ def test_bad_out_is_refused_and_left_unchanged(rt, method, make, message):
     assert str(e.value) == message
     assert isinstance(e.value, qemb.Error) and isinstance(e.value, ValueError)
     np.testing.assert_array_equal(out, before)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_half_precision_lookups(checkpoint, tmp, scheme, mode):
+    """f16 and bf16: the float32 rows rounded to nearest even, equal to qemb run's .npy."""
+    art = artifact_for(checkpoint, os.path.join(tmp, "h.qemb"), scheme, "optimized", mode)
+    rt = qemb.Runtime(art)
+    y = rt.lookup_dequantized(IDS)
+    f16 = rt.lookup_dequantized(np.array(IDS, dtype=np.int32), dtype="f16")
+    assert f16.dtype == np.float16 and f16.shape == y.shape
+    assert f16.tobytes() == y.astype(np.float16).tobytes()  # NumPy rounds to nearest even too
+    bf16 = rt.lookup_dequantized(IDS, dtype="bf16")
+    assert bf16.dtype == np.uint16
+    np.testing.assert_array_equal(bf16, bf16_bits(y))
+    out = np.empty((len(IDS), 64), dtype=np.float16)
+    assert rt.lookup_dequantized(IDS, out=out, dtype="f16") is out
+    tokens = ",".join(map(str, IDS))
+    for dtype, got in (("f16", f16), ("bf16", bf16)):
+        path = os.path.join(tmp, dtype + ".npy")
+        run_cli("run", art, "--tokens", tokens, "--dequantize", "--out-dtype", dtype, "-o", path)
+        assert np.load(path).tobytes() == got.tobytes()
+    with pytest.raises(qemb.InvalidArgument, match="^unknown output dtype 'float16': expected f32, f16 or bf16$"):
+        rt.lookup_dequantized(IDS, dtype="float16")
+    with pytest.raises(qemb.InvalidArgument, match="^out has dtype float32; this lookup writes float16$"):
+        rt.lookup_dequantized(IDS, out=np.empty((len(IDS), 64), dtype=np.float32), dtype="f16")
+    with pytest.raises(qemb.IdOutOfRange):
+        rt.lookup_dequantized([0, 512], dtype="bf16")
 
 
 def test_out_must_be_an_array(rt):

@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "cli/run_bags.h"
 #include "qemb/file.h"
+#include "qemb/half.h"
 #include "qemb/npy.h"
 #include "qemb/runtime.h"
 #include "qemb/tokens.h"
@@ -44,8 +45,9 @@ class RowPrinter {
     index_.assign(shape_.size(), 0);
   }
 
+  // `dtype` says how to print uint16 values that hold half-precision bits.
   template <typename T>
-  void row(int64_t id, const T* values, int64_t dim) {
+  void row(int64_t id, const T* values, int64_t dim, const FloatDtype* dtype = nullptr) {
     if (json_) {
       // Open a bracket for every dimension this row starts.
       for (size_t k = 0; k < index_.size(); ++k)
@@ -57,8 +59,14 @@ class RowPrinter {
     }
     char buf[32];
     for (int64_t j = 0; j < dim; ++j) {
-      if constexpr (std::is_same_v<T, float>) std::snprintf(buf, sizeof(buf), "%.9g", static_cast<double>(values[j]));
-      else std::snprintf(buf, sizeof(buf), "%u", static_cast<unsigned>(values[j]));
+      if constexpr (std::is_same_v<T, float>) {
+        std::snprintf(buf, sizeof(buf), "%.9g", static_cast<double>(values[j]));
+      } else if (dtype != nullptr) {
+        const float y = *dtype == FloatDtype::kF16 ? f16_to_float(values[j]) : bf16_to_float(values[j]);
+        std::snprintf(buf, sizeof(buf), "%.9g", static_cast<double>(y));
+      } else {
+        std::snprintf(buf, sizeof(buf), "%u", static_cast<unsigned>(values[j]));
+      }
       if (json_) text_ += j > 0 ? ", " : "";
       else text_ += ' ';
       text_ += buf;
@@ -100,8 +108,12 @@ class RowPrinter {
   std::string text_;
 };
 
+// `dtype` is the float type of dequantized rows, or nullptr for uint16
+// activations. bfloat16 has no NumPy type: its .npy holds the bit patterns
+// as uint16.
 template <typename T>
-Status run_lookups(const EmbeddingRuntime& rt, const TokenBatch& batch, const std::string& out, bool json) {
+Status run_lookups(const EmbeddingRuntime& rt, const TokenBatch& batch, const std::string& out, bool json,
+                   const FloatDtype* dtype) {
   const int64_t dim = rt.dim();
   const size_t n = batch.ids.size();
   // Every id is checked before anything is written, so an error names its
@@ -113,20 +125,22 @@ Status run_lookups(const EmbeddingRuntime& rt, const TokenBatch& batch, const st
   if (!out.empty()) {
     std::vector<int64_t> shape = batch.shape;
     shape.push_back(dim);
-    QEMB_ASSIGN_OR_RETURN(npy, NpyWriter::create(out, std::is_same_v<T, float> ? "<f4" : "<u2", shape));
+    const char* descr = dtype == nullptr ? "<u2" : *dtype == FloatDtype::kF32 ? "<f4" : *dtype == FloatDtype::kF16 ? "<f2" : "<u2";
+    QEMB_ASSIGN_OR_RETURN(npy, NpyWriter::create(out, descr, shape));
   }
   RowPrinter printer(batch.shape, json);
   std::vector<T> rows(std::min(n, chunk_rows) * static_cast<size_t>(dim));
   for (size_t first = 0; first < n; first += chunk_rows) {
     const size_t count = std::min(chunk_rows, n - first);
     const std::span<const int64_t> ids(batch.ids.data() + first, count);
-    if constexpr (std::is_same_v<T, float>) QEMB_RETURN_IF_ERROR(rt.lookup_dequantized(ids, rows.data()));
-    else QEMB_RETURN_IF_ERROR(rt.lookup(ids, rows.data()));
+    if (dtype != nullptr) QEMB_RETURN_IF_ERROR(rt.lookup_dequantized(ids, *dtype, rows.data()));
+    else QEMB_RETURN_IF_ERROR(rt.lookup(ids, reinterpret_cast<uint16_t*>(rows.data())));
     if (npy) {
       QEMB_RETURN_IF_ERROR(npy->write(rows.data(), count * row_bytes));
       continue;
     }
-    for (size_t i = 0; i < count; ++i) printer.row(ids[i], rows.data() + i * static_cast<size_t>(dim), dim);
+    const FloatDtype* half = std::is_same_v<T, float> ? nullptr : dtype;
+    for (size_t i = 0; i < count; ++i) printer.row(ids[i], rows.data() + i * static_cast<size_t>(dim), dim, half);
     QEMB_RETURN_IF_ERROR(printer.flush());
   }
   return npy ? npy->finish() : flush_stdout();
@@ -142,7 +156,7 @@ Result<Verify> parse_verify(const std::string& s) {
 
 void add_run_command(CLI::App& app, Action& run) {
   struct Flags {
-    std::string artifact, tokens, tokens_file, out, verify = "full";
+    std::string artifact, tokens, tokens_file, out, verify = "full", out_dtype = "f32";
     bool dequantize = false, reference = false, json = false;
     int threads = 1;
   };
@@ -154,8 +168,15 @@ void add_run_command(CLI::App& app, Action& run) {
   cmd->add_option("--tokens-file", f->tokens_file,
                   "ids in a text file or an int32/int64 .npy; '-' reads standard input");
   cmd->add_option("-o,--output", f->out,
-                  "write a [N, D] .npy (uint16, or float32 with --dequantize); '-' is standard output");
-  cmd->add_flag("--dequantize", f->dequantize, "float32 output: y = s_a * (q16 - zp_a)");
+                  "write a [N, D] .npy (uint16, or --out-dtype with --dequantize); '-' is standard output");
+  CLI::Option* dequantize =
+      cmd->add_flag("--dequantize", f->dequantize, "float output: y = s_a * (q16 - zp_a), float32 unless --out-dtype");
+  cmd->add_option("--out-dtype", f->out_dtype,
+                  "dtype of --dequantize output: f32 | f16 | bf16 (rounded to nearest even from the float32 y; "
+                  "a bf16 .npy holds the bit patterns as uint16)")
+      ->capture_default_str()
+      ->check(parsed_by(parse_float_dtype))
+      ->needs(dequantize);
   cmd->add_flag("--json", f->json, "print the rows as JSON arrays, nested as the output's shape");
   cmd->add_flag("--reference", f->reference, "use the scalar reference interpreter");
   cmd->add_option("--threads", f->threads, "threads for large batches (0 = one per core)")
@@ -188,8 +209,10 @@ void add_run_command(CLI::App& app, Action& run) {
       options.threads = f->threads;
       options.reference = f->reference;
       QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(f->artifact, options));
-      if (f->dequantize) return run_lookups<float>(*rt, batch, f->out, f->json);
-      return run_lookups<uint16_t>(*rt, batch, f->out, f->json);
+      if (!f->dequantize) return run_lookups<uint16_t>(*rt, batch, f->out, f->json, nullptr);
+      QEMB_ASSIGN_OR_RETURN(const FloatDtype dtype, parse_float_dtype(f->out_dtype));
+      if (dtype == FloatDtype::kF32) return run_lookups<float>(*rt, batch, f->out, f->json, &dtype);
+      return run_lookups<uint16_t>(*rt, batch, f->out, f->json, &dtype);
     };
   });
 }

@@ -6,6 +6,7 @@
 // exports them and reads each target's entry from the dispatch tables once,
 // so callers hold plain function pointers.
 #include <cstring>
+#include <type_traits>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/gather_kernels.cc"
@@ -14,6 +15,7 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "kernels/requant-inl.h"
+#include "qemb/half.h"
 #include "qemb/kernels.h"
 #include "qemb/quantize.h"
 
@@ -32,6 +34,36 @@ constexpr size_t kPrefetchRows = 16;
 // after the first few lines.
 constexpr size_t kPrefetchBytesPerRow = 256;
 constexpr size_t kCacheLine = 64;
+
+// What a gather writes: the uint16 activation, or its dequantized value
+// y = s_a * (q16 - zp) as float32, or as binary16 / bfloat16 rounded to
+// nearest even from that float32 (qemb/half.h).
+enum class OutKind { kU16, kF32, kF16, kBF16 };
+template <OutKind K>
+using OutT = std::conditional_t<K == OutKind::kF32, float, uint16_t>;
+
+template <OutKind K>
+HWY_INLINE OutT<K> ScalarOut(uint16_t q16, const ActivationEncoding& act) {
+  if constexpr (K == OutKind::kU16) {
+    return q16;
+  } else if constexpr (K == OutKind::kF32) {
+    return dequantize_activation(q16, act);
+  } else if constexpr (K == OutKind::kF16) {
+    return float_to_f16(dequantize_activation(q16, act));
+  } else {
+    return float_to_bf16(dequantize_activation(q16, act));
+  }
+}
+
+// The half-precision bits of y, in the low 16 bits of each lane.
+template <OutKind K, class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> HalfBits(DF df, hn::Vec<DF> y) {
+  if constexpr (K == OutKind::kF16) {
+    return F16Bits(df, y);
+  } else {
+    return BF16Bits(df, y);
+  }
+}
 
 HWY_INLINE void PrefetchRow(const uint8_t* row, size_t row_bytes) {
   const size_t bytes = row_bytes < kPrefetchBytesPerRow ? row_bytes : kPrefetchBytesPerRow;
@@ -76,8 +108,9 @@ void gather_u16(const uint16_t* table, size_t dim, const int64_t* ids, size_t n,
   }
 }
 
-void gather_u16_f32(const uint16_t* table, size_t dim, const ActivationEncoding& act,
-                    const int64_t* ids, size_t n, float* out) {
+template <OutKind K>
+HWY_INLINE void GatherU16Dequantized(const uint16_t* table, size_t dim, const ActivationEncoding& act,
+                                     const int64_t* ids, size_t n, OutT<K>* HWY_RESTRICT out) {
   using DF = hn::ScalableTag<float>;
   const DF df;
   const hn::RebindToSigned<DF> di;
@@ -92,23 +125,41 @@ void gather_u16_f32(const uint16_t* table, size_t dim, const ActivationEncoding&
       PrefetchRow(base + static_cast<size_t>(ids[i + kPrefetchRows]) * row_bytes, row_bytes);
     }
     const uint16_t* row = table + static_cast<size_t>(ids[i]) * dim;
-    float* o = out + i * dim;
+    OutT<K>* o = out + i * dim;
     size_t j = 0;
     for (; j + NF <= dim; j += NF) {
       // (float)(q - zp) with the subtraction in int32, exactly as the scalar.
       const auto q = hn::Sub(hn::PromoteTo(di, hn::LoadU(du16, row + j)), zero_point);
-      hn::StoreU(hn::Mul(a.scale, hn::ConvertTo(df, q)), df, o + j);
+      const auto y = hn::Mul(a.scale, hn::ConvertTo(df, q));
+      if constexpr (K == OutKind::kF32) {
+        hn::StoreU(y, df, o + j);
+      } else {
+        hn::StoreU(hn::TruncateTo(du16, HalfBits<K>(df, y)), du16, o + j);
+      }
     }
-    for (; j < dim; ++j) o[j] = dequantize_activation(row[j], act);
+    for (; j < dim; ++j) o[j] = ScalarOut<K>(row[j], act);
   }
+}
+
+void gather_u16_f32(const uint16_t* table, size_t dim, const ActivationEncoding& act,
+                    const int64_t* ids, size_t n, float* out) {
+  GatherU16Dequantized<OutKind::kF32>(table, dim, act, ids, n, out);
+}
+void gather_u16_f16(const uint16_t* table, size_t dim, const ActivationEncoding& act,
+                    const int64_t* ids, size_t n, uint16_t* out) {
+  GatherU16Dequantized<OutKind::kF16>(table, dim, act, ids, n, out);
+}
+void gather_u16_bf16(const uint16_t* table, size_t dim, const ActivationEncoding& act,
+                     const int64_t* ids, size_t n, uint16_t* out) {
+  GatherU16Dequantized<OutKind::kBF16>(table, dim, act, ids, n, out);
 }
 
 // ---------------------------------------------------------------------------
 // Fused gathers over int8 rows: the arithmetic, vectorized.
 
-template <bool kLegacy, typename Out>
+template <bool kLegacy, OutKind K>
 HWY_INLINE void RequantGatherS8(const RequantGatherParams& p, const int64_t* ids, size_t n,
-                                Out* HWY_RESTRICT out) {
+                                OutT<K>* HWY_RESTRICT out) {
   using DF = hn::ScalableTag<float>;
   const DF df;
   const hn::RebindToSigned<DF> di;
@@ -130,47 +181,44 @@ HWY_INLINE void RequantGatherS8(const RequantGatherParams& p, const int64_t* ids
     const float row_scale = p.row_scales[r];
     const auto s = hn::Set(df, row_scale);
     const int8_t* row = weights + r * dim;
-    Out* o = out + i * dim;
+    OutT<K>* o = out + i * dim;
     size_t j = 0;
     for (; j + NF <= dim; j += NF) {
       const auto q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, row + j)));
       auto x = hn::Mul(s, q);  // the dequantized weight s_r * q
       if constexpr (kLegacy) x = LegacyRequantized(df, x, legacy);
       const auto v = Q16(df, x, a);
-      if constexpr (sizeof(Out) == sizeof(uint16_t)) {
+      if constexpr (K == OutKind::kU16) {
         hn::StoreU(hn::TruncateTo(du16, Q16Bits(df, v)), du16, o + j);
-      } else {
+      } else if constexpr (K == OutKind::kF32) {
         hn::StoreU(DequantizeQ16(v, a), df, o + j);
+      } else {
+        hn::StoreU(hn::TruncateTo(du16, HalfBits<K>(df, DequantizeQ16(v, a))), du16, o + j);
       }
     }
     for (; j < dim; ++j) {
       const uint16_t v = kLegacy ? legacy_output(row_scale, row[j], p.max_scale, 127, p.act)
                                  : optimized_output(row_scale, row[j], p.act);
-      if constexpr (sizeof(Out) == sizeof(uint16_t)) {
-        o[j] = v;
-      } else {
-        o[j] = dequantize_activation(v, p.act);
-      }
+      o[j] = ScalarOut<K>(v, p.act);
     }
   }
 }
 
-void requant_gather_s8_u16(const RequantGatherParams& p, const int64_t* ids, size_t n,
-                           uint16_t* out) {
-  RequantGatherS8<false>(p, ids, n, out);
-}
-void requant_gather_s8_f32(const RequantGatherParams& p, const int64_t* ids, size_t n,
-                           float* out) {
-  RequantGatherS8<false>(p, ids, n, out);
-}
-void legacy_gather_s8_u16(const RequantGatherParams& p, const int64_t* ids, size_t n,
-                          uint16_t* out) {
-  RequantGatherS8<true>(p, ids, n, out);
-}
-void legacy_gather_s8_f32(const RequantGatherParams& p, const int64_t* ids, size_t n,
-                          float* out) {
-  RequantGatherS8<true>(p, ids, n, out);
-}
+#define QEMB_DEFINE_GATHER_KERNELS(name, impl, legacy)                                              \
+  void name##_u16(const RequantGatherParams& p, const int64_t* ids, size_t n, uint16_t* out) {     \
+    impl<legacy, OutKind::kU16>(p, ids, n, out);                                                    \
+  }                                                                                                 \
+  void name##_f32(const RequantGatherParams& p, const int64_t* ids, size_t n, float* out) {        \
+    impl<legacy, OutKind::kF32>(p, ids, n, out);                                                    \
+  }                                                                                                 \
+  void name##_f16(const RequantGatherParams& p, const int64_t* ids, size_t n, uint16_t* out) {     \
+    impl<legacy, OutKind::kF16>(p, ids, n, out);                                                    \
+  }                                                                                                 \
+  void name##_bf16(const RequantGatherParams& p, const int64_t* ids, size_t n, uint16_t* out) {    \
+    impl<legacy, OutKind::kBF16>(p, ids, n, out);                                                   \
+  }
+QEMB_DEFINE_GATHER_KERNELS(requant_gather_s8, RequantGatherS8, false)
+QEMB_DEFINE_GATHER_KERNELS(legacy_gather_s8, RequantGatherS8, true)
 
 // ---------------------------------------------------------------------------
 // Fused gathers over packed 4-bit rows: a 16-entry lookup table per row.
@@ -190,7 +238,9 @@ struct NibbleLut {
 // The descriptor the per-row lookup tables are computed with: 16 floats.
 using LutTag = hn::CappedTag<float, 16>;
 
-template <bool kLegacy>
+// The table holds what the kernel writes: q16, or the half-precision bits of
+// its dequantized value (binary16 / bfloat16 outputs cost no more per value).
+template <bool kLegacy, OutKind K = OutKind::kU16>
 HWY_INLINE void BuildNibbleLut(float row_scale, const ActivationVec<LutTag>& a,
                                const LegacyVec<LutTag>& legacy, NibbleLut& lut) {
   const LutTag df;
@@ -201,7 +251,13 @@ HWY_INLINE void BuildNibbleLut(float row_scale, const ActivationVec<LutTag>& a,
   for (size_t k = 0; k < 16; k += NF) {
     auto x = hn::Mul(s, hn::Load(df, kNibbleValues + k));  // the dequantized weight s_r * q
     if constexpr (kLegacy) x = LegacyRequantized(df, x, legacy);
-    const auto bits = Q16Bits(df, Q16(df, x, a));  // low 16 bits: the output
+    const auto v = Q16(df, x, a);
+    hn::Vec<hn::RebindToUnsigned<LutTag>> bits;  // low 16 bits: the output
+    if constexpr (K == OutKind::kF16 || K == OutKind::kBF16) {
+      bits = HalfBits<K>(df, DequantizeQ16(v, a));
+    } else {
+      bits = Q16Bits(df, v);
+    }
     hn::StoreU(hn::TruncateTo(du16, bits), du16, lut.u16 + k);
     hn::StoreU(hn::TruncateTo(du8, bits), du8, lut.lo + k);
     hn::StoreU(hn::TruncateTo(du8, hn::ShiftRight<8>(bits)), du8, lut.hi + k);
@@ -305,9 +361,12 @@ HWY_INLINE size_t LookupRowVectors(D8 d8, const uint8_t* HWY_RESTRICT row, size_
 }
 #endif  // QEMB_NIBBLE_SHUFFLES
 
-template <bool kLegacy, typename Out>
+template <bool kLegacy, OutKind K>
 HWY_INLINE void RequantGatherS4(const RequantGatherParams& p, const int64_t* ids, size_t n,
-                                Out* HWY_RESTRICT out) {
+                                OutT<K>* HWY_RESTRICT out) {
+  // The half outputs' tables hold the output bits, so they store as uint16.
+  constexpr OutKind kLut = K == OutKind::kF32 ? OutKind::kU16 : K;
+  using Out = OutT<K>;
   const LutTag dlut;
   const ActivationVec<LutTag> lut_act(dlut, p.act);
   const LegacyVec<LutTag> lut_legacy(dlut, p.max_scale, 7);
@@ -341,7 +400,7 @@ HWY_INLINE void RequantGatherS4(const RequantGatherParams& p, const int64_t* ids
       hwy::Prefetch(p.row_scales + ahead);
     }
     const size_t r = static_cast<size_t>(ids[i]);
-    BuildNibbleLut<kLegacy>(p.row_scales[r], lut_act, lut_legacy, lut);
+    BuildNibbleLut<kLegacy, kLut>(p.row_scales[r], lut_act, lut_legacy, lut);
     const uint8_t* row = p.weights + r * row_bytes;
     Out* o = out + i * dim;
 
@@ -353,31 +412,18 @@ HWY_INLINE void RequantGatherS4(const RequantGatherParams& p, const int64_t* ids
     for (; j < dim; ++j) {
       const uint8_t byte = row[j / 2];
       const uint16_t v = lut.u16[(j & 1) ? (byte >> 4) : (byte & 0x0F)];
-      if constexpr (sizeof(Out) == sizeof(uint16_t)) {
-        o[j] = v;
-      } else {
+      if constexpr (K == OutKind::kF32) {
         o[j] = dequantize_activation(v, p.act);
+      } else {
+        o[j] = v;
       }
     }
   }
 }
 
-void requant_gather_s4_u16(const RequantGatherParams& p, const int64_t* ids, size_t n,
-                           uint16_t* out) {
-  RequantGatherS4<false>(p, ids, n, out);
-}
-void requant_gather_s4_f32(const RequantGatherParams& p, const int64_t* ids, size_t n,
-                           float* out) {
-  RequantGatherS4<false>(p, ids, n, out);
-}
-void legacy_gather_s4_u16(const RequantGatherParams& p, const int64_t* ids, size_t n,
-                          uint16_t* out) {
-  RequantGatherS4<true>(p, ids, n, out);
-}
-void legacy_gather_s4_f32(const RequantGatherParams& p, const int64_t* ids, size_t n,
-                          float* out) {
-  RequantGatherS4<true>(p, ids, n, out);
-}
+QEMB_DEFINE_GATHER_KERNELS(requant_gather_s4, RequantGatherS4, false)
+QEMB_DEFINE_GATHER_KERNELS(legacy_gather_s4, RequantGatherS4, true)
+#undef QEMB_DEFINE_GATHER_KERNELS
 
 // ---------------------------------------------------------------------------
 // Pooled (EmbeddingBag) kernels. Each bag's output row is the accumulator:

@@ -2,6 +2,7 @@
 // Every vector kernel is tested against these, bit for bit.
 #include <cstring>
 
+#include "qemb/half.h"
 #include "qemb/ir.h"
 #include "qemb/kernels.h"
 #include "qemb/quantize.h"
@@ -22,6 +23,20 @@ void reference_gather_u16_f32(const uint16_t* table, size_t dim, const Activatio
   for (size_t i = 0; i < n; ++i) {
     const uint16_t* row = table + static_cast<size_t>(ids[i]) * dim;
     for (size_t j = 0; j < dim; ++j) out[i * dim + j] = dequantize_activation(row[j], act);
+  }
+}
+
+template <bool kBF16>
+uint16_t to_half(float y) {
+  return kBF16 ? float_to_bf16(y) : float_to_f16(y);
+}
+
+template <bool kBF16>
+void reference_gather_u16_half(const uint16_t* table, size_t dim, const ActivationEncoding& act,
+                               const int64_t* ids, size_t n, uint16_t* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t* row = table + static_cast<size_t>(ids[i]) * dim;
+    for (size_t j = 0; j < dim; ++j) out[i * dim + j] = to_half<kBF16>(dequantize_activation(row[j], act));
   }
 }
 
@@ -65,6 +80,17 @@ void reference_requant_f32(const RequantGatherParams& p, const int64_t* ids, siz
     for (size_t j = 0; j < p.dim; ++j) {
       out[i * p.dim + j] = dequantize_activation(
           reference_output<kPattern, kBits>(p, static_cast<size_t>(ids[i]), j), p.act);
+    }
+  }
+}
+
+template <Pattern kPattern, int kBits, bool kBF16>
+void reference_requant_half(const RequantGatherParams& p, const int64_t* ids, size_t n,
+                            uint16_t* out) {
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < p.dim; ++j) {
+      out[i * p.dim + j] = to_half<kBF16>(dequantize_activation(
+          reference_output<kPattern, kBits>(p, static_cast<size_t>(ids[i]), j), p.act));
     }
   }
 }
@@ -119,14 +145,24 @@ KernelSet make_reference_set() {
   set.hwy_target = 0;
   set.gather_u16 = &reference_gather_u16;
   set.gather_u16_f32 = &reference_gather_u16_f32;
+  set.gather_u16_f16 = &reference_gather_u16_half<false>;
+  set.gather_u16_bf16 = &reference_gather_u16_half<true>;
   set.requant_gather_s4_u16 = &reference_requant_u16<Pattern::kOptimized, 4>;
   set.requant_gather_s4_f32 = &reference_requant_f32<Pattern::kOptimized, 4>;
+  set.requant_gather_s4_f16 = &reference_requant_half<Pattern::kOptimized, 4, false>;
+  set.requant_gather_s4_bf16 = &reference_requant_half<Pattern::kOptimized, 4, true>;
   set.requant_gather_s8_u16 = &reference_requant_u16<Pattern::kOptimized, 8>;
   set.requant_gather_s8_f32 = &reference_requant_f32<Pattern::kOptimized, 8>;
+  set.requant_gather_s8_f16 = &reference_requant_half<Pattern::kOptimized, 8, false>;
+  set.requant_gather_s8_bf16 = &reference_requant_half<Pattern::kOptimized, 8, true>;
   set.legacy_gather_s4_u16 = &reference_requant_u16<Pattern::kLegacy, 4>;
   set.legacy_gather_s4_f32 = &reference_requant_f32<Pattern::kLegacy, 4>;
+  set.legacy_gather_s4_f16 = &reference_requant_half<Pattern::kLegacy, 4, false>;
+  set.legacy_gather_s4_bf16 = &reference_requant_half<Pattern::kLegacy, 4, true>;
   set.legacy_gather_s8_u16 = &reference_requant_u16<Pattern::kLegacy, 8>;
   set.legacy_gather_s8_f32 = &reference_requant_f32<Pattern::kLegacy, 8>;
+  set.legacy_gather_s8_f16 = &reference_requant_half<Pattern::kLegacy, 8, false>;
+  set.legacy_gather_s8_bf16 = &reference_requant_half<Pattern::kLegacy, 8, true>;
   set.bag_u16_i32 = &reference_bag_u16<int32_t>;
   set.bag_u16_i64 = &reference_bag_u16<int64_t>;
   set.requant_bag_s4_i32 = &reference_requant_bag<Pattern::kOptimized, 4, int32_t>;

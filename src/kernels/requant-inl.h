@@ -88,6 +88,46 @@ HWY_INLINE hn::Vec<DF> DequantizeQ16(hn::Vec<DF> v, const ActivationVec<DF>& a) 
   return hn::Mul(a.scale, hn::Sub(v, a.zero_point));
 }
 
+// float_to_bf16() (qemb/half.h) in the low 16 bits of each lane: round to
+// nearest even by integer addition; NaN stays a quiet NaN with its sign.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> BF16Bits(DF df, hn::Vec<DF> v) {
+  (void)df;
+  const hn::RebindToUnsigned<DF> du;
+  const auto x = hn::BitCast(du, v);
+  const auto high = hn::ShiftRight<16>(x);
+  const auto rounding = hn::Add(hn::Set(du, 0x7FFFu), hn::And(high, hn::Set(du, 1u)));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(x, rounding));
+  return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), hn::Or(high, hn::Set(du, 0x40u)), rounded);
+}
+
+// float_to_f16() (qemb/half.h) in the low 16 bits of each lane, on every
+// target alike (Highway's emulated DemoteTo does not round subnormals as the
+// scalar code does). Normal results round by integer addition (a carry may
+// reach the exponent and up to infinity, which is right); subnormal ones by
+// one float addition of 0.5, whose ulp is the binary16 subnormal step, so the
+// FPU rounds to nearest even; NaN keeps its sign and top payload bits, quiet.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> F16Bits(DF df, hn::Vec<DF> v) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const auto x = hn::BitCast(du, v);
+  const auto abs = hn::And(x, hn::Set(du, 0x7FFFFFFFu));
+  const auto abs_i = hn::BitCast(di, abs);  // < 2^31: signed compares are exact
+  const auto subnormal = hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(df, abs), hn::Set(df, 0.5f))),
+                                 hn::Set(du, 0x3F000000u));
+  const auto odd = hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 1u));
+  // Rebias the exponent (-112 << 23, as a wrapping add) and round.
+  const auto normal = hn::ShiftRight<13>(hn::Add(hn::Add(abs, hn::Set(du, 0xC8000FFFu)), odd));
+  const auto nan = hn::Or(hn::Set(du, 0x7E00u), hn::And(hn::ShiftRight<13>(abs), hn::Set(du, 0x3FFu)));
+  const auto is_nan = hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x7F800000)));
+  const auto huge = hn::RebindMask(du, hn::Gt(abs_i, hn::Set(di, 0x477FFFFF)));  // >= 2^16: infinity
+  const auto tiny = hn::RebindMask(du, hn::Lt(abs_i, hn::Set(di, 0x38800000)));  // < 2^-14
+  auto h = hn::IfThenElse(huge, hn::IfThenElse(is_nan, nan, hn::Set(du, 0x7C00u)), normal);
+  h = hn::IfThenElse(tiny, subnormal, h);
+  return hn::Or(h, hn::And(hn::ShiftRight<16>(x), hn::Set(du, 0x8000u)));
+}
+
 // The legacy pattern's per-tensor intermediate, before the final q16.
 template <class DF>
 struct LegacyVec {

@@ -41,15 +41,18 @@ qemb_status report(const qemb::Status& s, char* err, size_t err_size) {
   return fail(static_cast<qemb_status>(s.code()), s.message(), err, err_size);
 }
 
+// `half` is the float dtype of uint16 outputs that hold binary16 / bfloat16
+// bits; kF32 for the uint16 activations (and ignored for float outputs).
 template <typename Id, typename Out>
 qemb_status lookup(const qemb_runtime* runtime, const Id* ids, size_t count, Out* out, char* err,
-                   size_t err_size) {
+                   size_t err_size, qemb::FloatDtype half = qemb::FloatDtype::kF32) {
   if (runtime == nullptr) return fail(QEMB_INVALID_ARGUMENT, "the runtime is NULL", err, err_size);
   if (count > 0 && ids == nullptr) return fail(QEMB_INVALID_ARGUMENT, "ids is NULL", err, err_size);
   if (count > 0 && out == nullptr) return fail(QEMB_INVALID_ARGUMENT, "out is NULL", err, err_size);
   try {
     const std::span<const Id> span(ids, count);
     if constexpr (std::is_same_v<Out, uint16_t>) {
+      if (half != qemb::FloatDtype::kF32) return report(runtime->rt->lookup_dequantized(span, half, out), err, err_size);
       return report(runtime->rt->lookup(span, out), err, err_size);
     } else {
       return report(runtime->rt->lookup_dequantized(span, out), err, err_size);
@@ -147,6 +150,23 @@ qemb_status qemb_lookup_i32_f32(const qemb_runtime* runtime, const int32_t* ids,
 qemb_status qemb_lookup_i64_f32(const qemb_runtime* runtime, const int64_t* ids, size_t count, float* out,
                                 char* err, size_t err_size) {
   return lookup(runtime, ids, count, out, err, err_size);
+}
+
+qemb_status qemb_lookup_i32_f16(const qemb_runtime* runtime, const int32_t* ids, size_t count, uint16_t* out,
+                                char* err, size_t err_size) {
+  return lookup(runtime, ids, count, out, err, err_size, qemb::FloatDtype::kF16);
+}
+qemb_status qemb_lookup_i64_f16(const qemb_runtime* runtime, const int64_t* ids, size_t count, uint16_t* out,
+                                char* err, size_t err_size) {
+  return lookup(runtime, ids, count, out, err, err_size, qemb::FloatDtype::kF16);
+}
+qemb_status qemb_lookup_i32_bf16(const qemb_runtime* runtime, const int32_t* ids, size_t count, uint16_t* out,
+                                 char* err, size_t err_size) {
+  return lookup(runtime, ids, count, out, err, err_size, qemb::FloatDtype::kBF16);
+}
+qemb_status qemb_lookup_i64_bf16(const qemb_runtime* runtime, const int64_t* ids, size_t count, uint16_t* out,
+                                 char* err, size_t err_size) {
+  return lookup(runtime, ids, count, out, err, err_size, qemb::FloatDtype::kBF16);
 }
 
 }  // extern "C"

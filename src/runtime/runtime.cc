@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
+#include "qemb/half.h"
 #include "qemb/kernels.h"
 #include "runtime/interpreter.h"
 #include "runtime/runtime_impl.h"
@@ -47,9 +49,13 @@ void set_requant(ExecutionPlan& plan, const Tensor& weight, bool legacy, float m
   if (legacy) {
     plan.u16_kernel = s4 ? GatherKernel::legacy_gather_s4_u16 : GatherKernel::legacy_gather_s8_u16;
     plan.f32_kernel = s4 ? GatherKernel::legacy_gather_s4_f32 : GatherKernel::legacy_gather_s8_f32;
+    plan.f16_kernel = s4 ? GatherKernel::legacy_gather_s4_f16 : GatherKernel::legacy_gather_s8_f16;
+    plan.bf16_kernel = s4 ? GatherKernel::legacy_gather_s4_bf16 : GatherKernel::legacy_gather_s8_bf16;
   } else {
     plan.u16_kernel = s4 ? GatherKernel::requant_gather_s4_u16 : GatherKernel::requant_gather_s8_u16;
     plan.f32_kernel = s4 ? GatherKernel::requant_gather_s4_f32 : GatherKernel::requant_gather_s8_f32;
+    plan.f16_kernel = s4 ? GatherKernel::requant_gather_s4_f16 : GatherKernel::requant_gather_s8_f16;
+    plan.bf16_kernel = s4 ? GatherKernel::requant_gather_s4_bf16 : GatherKernel::requant_gather_s8_bf16;
   }
 }
 
@@ -102,29 +108,36 @@ Error id_error(int64_t id, size_t position, int64_t vocab) {
 constexpr size_t kMinRowsPerTask = 64;
 constexpr size_t kMinValuesForThreads = 1 << 16;
 
-template <typename Out>
+// What a lookup writes: uint16 activations, or dequantized values in one of
+// the float dtypes (the halves as uint16_t bit patterns).
+enum class OutKind { kU16, kF32, kF16, kBF16 };
+template <OutKind K>
+using OutT = std::conditional_t<K == OutKind::kF32, float, uint16_t>;
+
+template <OutKind K>
 struct KernelCall {
   const ExecutionPlan* plan;
   const KernelSet* kernels;
   const int64_t* ids;
-  Out* out;
+  OutT<K>* out;
   size_t dim;
 
   void run(size_t begin, size_t count) const {
     const int64_t* id = ids + begin;
-    Out* o = out + begin * dim;
-    if constexpr (std::is_same_v<Out, uint16_t>) {
-      if (plan->kind == ExecutionPlan::Kind::kMaterialized) {
-        kernels->gather_u16(plan->table, dim, id, count, o);
-      } else {
-        requant_u16(plan->u16_kernel)(plan->requant, id, count, o);
-      }
+    OutT<K>* o = out + begin * dim;
+    const bool materialized = plan->kind == ExecutionPlan::Kind::kMaterialized;
+    if constexpr (K == OutKind::kU16) {
+      if (materialized) kernels->gather_u16(plan->table, dim, id, count, o);
+      else requant_u16(plan->u16_kernel)(plan->requant, id, count, o);
+    } else if constexpr (K == OutKind::kF32) {
+      if (materialized) kernels->gather_u16_f32(plan->table, dim, plan->act, id, count, o);
+      else requant_f32(plan->f32_kernel)(plan->requant, id, count, o);
+    } else if constexpr (K == OutKind::kF16) {
+      if (materialized) kernels->gather_u16_f16(plan->table, dim, plan->act, id, count, o);
+      else requant_half(plan->f16_kernel)(plan->requant, id, count, o);
     } else {
-      if (plan->kind == ExecutionPlan::Kind::kMaterialized) {
-        kernels->gather_u16_f32(plan->table, dim, plan->act, id, count, o);
-      } else {
-        requant_f32(plan->f32_kernel)(plan->requant, id, count, o);
-      }
+      if (materialized) kernels->gather_u16_bf16(plan->table, dim, plan->act, id, count, o);
+      else requant_half(plan->bf16_kernel)(plan->requant, id, count, o);
     }
   }
   RequantGatherU16Fn requant_u16(GatherKernel k) const {
@@ -143,40 +156,57 @@ struct KernelCall {
       default: return kernels->legacy_gather_s8_f32;
     }
   }
+  RequantGatherHalfFn requant_half(GatherKernel k) const {
+    switch (k) {
+      case GatherKernel::requant_gather_s4_f16: return kernels->requant_gather_s4_f16;
+      case GatherKernel::requant_gather_s4_bf16: return kernels->requant_gather_s4_bf16;
+      case GatherKernel::requant_gather_s8_f16: return kernels->requant_gather_s8_f16;
+      case GatherKernel::requant_gather_s8_bf16: return kernels->requant_gather_s8_bf16;
+      case GatherKernel::legacy_gather_s4_f16: return kernels->legacy_gather_s4_f16;
+      case GatherKernel::legacy_gather_s4_bf16: return kernels->legacy_gather_s4_bf16;
+      case GatherKernel::legacy_gather_s8_f16: return kernels->legacy_gather_s8_f16;
+      default: return kernels->legacy_gather_s8_bf16;
+    }
+  }
   static void task(void* ctx, size_t begin, size_t count) {
     static_cast<const KernelCall*>(ctx)->run(begin, count);
   }
 };
 
-template <typename Out>
-Status run_checked(const EmbeddingRuntime::Impl& impl, std::span<const int64_t> ids, Out* out) {
+template <OutKind K>
+Status run_checked(const EmbeddingRuntime::Impl& impl, std::span<const int64_t> ids, OutT<K>* out) {
   const size_t n = ids.size();
   const size_t dim = static_cast<size_t>(impl.sig.dim);
   if (n == 0) return Status::Ok();
   if (impl.plan.kind == ExecutionPlan::Kind::kInterpreted) {
-    if constexpr (std::is_same_v<Out, uint16_t>) {
+    if constexpr (K == OutKind::kU16) {
       return interpret_graph(impl.artifact.graph, impl.sig, ids, reinterpret_cast<uint8_t*>(out));
     } else {
       std::vector<uint16_t> q(n * dim);
       QEMB_RETURN_IF_ERROR(
           interpret_graph(impl.artifact.graph, impl.sig, ids, reinterpret_cast<uint8_t*>(q.data())));
-      for (size_t i = 0; i < q.size(); ++i) out[i] = dequantize_activation(q[i], impl.plan.act);
+      for (size_t i = 0; i < q.size(); ++i) {
+        const float y = dequantize_activation(q[i], impl.plan.act);
+        if constexpr (K == OutKind::kF32) out[i] = y;
+        else if constexpr (K == OutKind::kF16) out[i] = float_to_f16(y);
+        else out[i] = float_to_bf16(y);
+      }
       return Status::Ok();
     }
   }
-  KernelCall<Out> call{&impl.plan, impl.kernels, ids.data(), out, dim};
+  KernelCall<K> call{&impl.plan, impl.kernels, ids.data(), out, dim};
   if (impl.pool == nullptr || n < 2 * kMinRowsPerTask || n * dim < kMinValuesForThreads) {
     call.run(0, n);  // small batches (a decode step) never leave the calling thread
     return Status::Ok();
   }
   const size_t tasks = static_cast<size_t>(impl.threads) * 4;
   const size_t tile = std::max(kMinRowsPerTask, (n + tasks - 1) / tasks);
-  impl.pool->parallelize(n, tile, &KernelCall<Out>::task, &call);
+  impl.pool->parallelize(n, tile, &KernelCall<K>::task, &call);
   return Status::Ok();
 }
 
-template <typename Out>
-Status run_int32(const EmbeddingRuntime::Impl& impl, std::span<const int32_t> ids, Out* out) {
+template <OutKind K>
+Status run_int32(const EmbeddingRuntime::Impl& impl, std::span<const int32_t> ids, OutT<K>* out) {
   // Widen in fixed chunks on the stack: no allocation on the hot path.
   constexpr size_t kChunk = 1024;
   int64_t wide[kChunk];
@@ -186,12 +216,49 @@ Status run_int32(const EmbeddingRuntime::Impl& impl, std::span<const int32_t> id
   for (size_t begin = 0; begin < ids.size(); begin += kChunk) {
     const size_t count = std::min(kChunk, ids.size() - begin);
     for (size_t i = 0; i < count; ++i) wide[i] = ids[begin + i];
-    QEMB_RETURN_IF_ERROR(run_checked(impl, std::span<const int64_t>(wide, count), out + begin * dim));
+    QEMB_RETURN_IF_ERROR(run_checked<K>(impl, std::span<const int64_t>(wide, count), out + begin * dim));
   }
   return Status::Ok();
 }
 
+template <typename Id>
+Status run_dtype(const EmbeddingRuntime::Impl& impl, std::span<const Id> ids, FloatDtype dtype, void* out) {
+  auto run = [&]<OutKind K>() -> Status {
+    auto* o = static_cast<OutT<K>*>(out);
+    if constexpr (std::is_same_v<Id, int32_t>) {
+      return run_int32<K>(impl, ids, o);
+    } else {
+      QEMB_RETURN_IF_ERROR(check_ids(ids, impl.sig.vocab));
+      return run_checked<K>(impl, ids, o);
+    }
+  };
+  switch (dtype) {
+    case FloatDtype::kF32: return run.template operator()<OutKind::kF32>();
+    case FloatDtype::kF16: return run.template operator()<OutKind::kF16>();
+    case FloatDtype::kBF16: return run.template operator()<OutKind::kBF16>();
+  }
+  return make_error(ErrorCode::kInvalidArgument, "unknown output dtype");
+}
+
 }  // namespace
+
+const char* to_string(FloatDtype dtype) {
+  switch (dtype) {
+    case FloatDtype::kF32: return "f32";
+    case FloatDtype::kF16: return "f16";
+    case FloatDtype::kBF16: return "bf16";
+  }
+  return "?";
+}
+
+size_t float_dtype_size(FloatDtype dtype) { return dtype == FloatDtype::kF32 ? 4 : 2; }
+
+Result<FloatDtype> parse_float_dtype(std::string_view name) {
+  for (FloatDtype d : {FloatDtype::kF32, FloatDtype::kF16, FloatDtype::kBF16})
+    if (name == to_string(d)) return d;
+  return make_error(ErrorCode::kInvalidArgument,
+                    "unknown output dtype '" + std::string(name) + "': expected f32, f16 or bf16");
+}
 
 Status check_ids(std::span<const int64_t> ids, int64_t vocab) {
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -244,20 +311,28 @@ const LoadedArtifact& EmbeddingRuntime::artifact() const { return impl_->artifac
 
 Status EmbeddingRuntime::lookup(std::span<const int64_t> ids, uint16_t* out) const {
   QEMB_RETURN_IF_ERROR(check_ids(ids, impl_->sig.vocab));
-  return run_checked(*impl_, ids, out);
+  return run_checked<OutKind::kU16>(*impl_, ids, out);
 }
 
 Status EmbeddingRuntime::lookup(std::span<const int32_t> ids, uint16_t* out) const {
-  return run_int32(*impl_, ids, out);
+  return run_int32<OutKind::kU16>(*impl_, ids, out);
 }
 
 Status EmbeddingRuntime::lookup_dequantized(std::span<const int64_t> ids, float* out) const {
   QEMB_RETURN_IF_ERROR(check_ids(ids, impl_->sig.vocab));
-  return run_checked(*impl_, ids, out);
+  return run_checked<OutKind::kF32>(*impl_, ids, out);
 }
 
 Status EmbeddingRuntime::lookup_dequantized(std::span<const int32_t> ids, float* out) const {
-  return run_int32(*impl_, ids, out);
+  return run_int32<OutKind::kF32>(*impl_, ids, out);
+}
+
+Status EmbeddingRuntime::lookup_dequantized(std::span<const int64_t> ids, FloatDtype dtype, void* out) const {
+  return run_dtype(*impl_, ids, dtype, out);
+}
+
+Status EmbeddingRuntime::lookup_dequantized(std::span<const int32_t> ids, FloatDtype dtype, void* out) const {
+  return run_dtype(*impl_, ids, dtype, out);
 }
 
 }  // namespace qemb

@@ -20,6 +20,8 @@ struct ExecutionPlan {
   RequantGatherParams requant;      // kRequant
   GatherKernel u16_kernel = GatherKernel::gather_u16;
   GatherKernel f32_kernel = GatherKernel::gather_u16_f32;
+  GatherKernel f16_kernel = GatherKernel::gather_u16_f16;
+  GatherKernel bf16_kernel = GatherKernel::gather_u16_bf16;
   ActivationEncoding act;
 };
 

@@ -180,6 +180,34 @@ int main(int argc, char** argv) {
   CHECK(outf[0] == qemb_runtime_activation_scale(rt) * (float)((int32_t)expected[0] + qemb_runtime_activation_offset(rt)));
   CHECK(qemb_lookup_i64_u16(rt, ids64, 0, NULL, err, sizeof err) == QEMB_OK); /* an empty batch */
 
+  /* Half precision: bfloat16 is the float32 y rounded to nearest even (no NaN
+   * here); binary16 equals the reference interpreter's, from both id types. */
+  {
+    uint16_t* half = malloc(n * dim * sizeof *half);
+    uint16_t* half_ref = malloc(n * dim * sizeof *half_ref);
+    qemb_runtime* ref = NULL;
+    qemb_runtime_options ro = qemb_runtime_options_default();
+    ro.reference = 1;
+    CHECK(qemb_lookup_i64_f32(rt, ids64, n, outf, err, sizeof err) == QEMB_OK);
+    CHECK(qemb_lookup_i32_bf16(rt, ids32, n, half, err, sizeof err) == QEMB_OK);
+    for (i = 0; i < n * dim; ++i) {
+      uint32_t bits;
+      memcpy(&bits, &outf[i], sizeof bits);
+      CHECK(half[i] == (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16));
+    }
+    CHECK(qemb_lookup_i64_bf16(rt, ids64, n, half_ref, err, sizeof err) == QEMB_OK);
+    CHECK(memcmp(half, half_ref, n * dim * sizeof *half) == 0);
+    CHECK(qemb_runtime_open(art, &ro, &ref, err, sizeof err) == QEMB_OK);
+    CHECK(qemb_lookup_i64_f16(rt, ids64, n, half, err, sizeof err) == QEMB_OK);
+    CHECK(qemb_lookup_i32_f16(ref, ids32, n, half_ref, err, sizeof err) == QEMB_OK);
+    CHECK(memcmp(half, half_ref, n * dim * sizeof *half) == 0);
+    CHECK(qemb_lookup_i64_f16(rt, ids64, n, NULL, err, sizeof err) == QEMB_INVALID_ARGUMENT);
+    CHECK_STR(err, "out is NULL");
+    qemb_runtime_close(ref);
+    free(half);
+    free(half_ref);
+  }
+
   /* An out-of-range id fails the whole call, names position and value, writes nothing. */
   {
     int64_t bad[3];

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "qemb/half.h"
 #include "qemb/npy.h"
 #include "qemb/safetensors.h"
 #include "support/test_util.h"
@@ -188,6 +189,45 @@ TEST_F(Cli, RunWritesNpyOfTheRightShapeAndType) {
   r = run_command(q("run " + art + " --tokens 3"));
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out.rfind("3:", 0), 0u) << r.out;
+}
+
+// --out-dtype f16 | bf16: the float32 output, rounded to nearest even, as
+// qemb/half.h converts it; the text forms print the half's exact value.
+TEST_F(Cli, RunWritesHalfPrecisionOutputs) {
+  const std::string art = dir_.file("a.qemb");
+  ASSERT_EQ(run_command(q("compile " + ckpt_ + " --qnn-sdk-version 2.48 -o " + art)).exit_code, 0);
+  const std::string ids = " --tokens 0,1,2,39 --dequantize";
+  ASSERT_EQ(run_command(q("run " + art + ids + " -o " + dir_.file("f.npy"))).exit_code, 0);
+  auto f = read_npy(dir_.file("f.npy"));
+  ASSERT_TRUE(f.ok());
+  std::vector<float> y(f->data.size() / 4);
+  std::memcpy(y.data(), f->data.data(), f->data.size());
+  for (const char* dtype : {"f16", "bf16"}) {
+    SCOPED_TRACE(dtype);
+    const bool bf16 = std::string(dtype) == "bf16";
+    const std::string path = dir_.file(std::string(dtype) + ".npy");
+    auto r = run_command(q("run " + art + ids + " --out-dtype " + dtype + " -o " + path));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    auto h = read_npy(path);
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(h->dtype, bf16 ? "<u2" : "<f2");
+    EXPECT_EQ(h->shape, (std::vector<int64_t>{4, 6}));
+    ASSERT_EQ(h->data.size(), y.size() * 2);
+    std::string text;
+    for (size_t i = 0; i < y.size(); ++i) {
+      uint16_t got;
+      std::memcpy(&got, h->data.data() + 2 * i, 2);
+      const uint16_t want = bf16 ? qemb::float_to_bf16(y[i]) : qemb::float_to_f16(y[i]);
+      ASSERT_EQ(got, want) << "element " << i << " y=" << y[i];
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), " %.9g", static_cast<double>(bf16 ? qemb::bf16_to_float(want) : qemb::f16_to_float(want)));
+      if (i % 6 == 0) text += (i ? "\n" : "") + std::string(i == 0 ? "0:" : i == 6 ? "1:" : i == 12 ? "2:" : "39:");
+      text += buf;
+    }
+    r = run_command(q("run " + art + ids + " --out-dtype " + dtype));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(r.out, text + "\n");
+  }
 }
 
 TEST_F(Cli, OutOfRangeIdFailsAndLeavesNoFile) {

@@ -12,6 +12,7 @@
 
 #include "qemb/artifact.h"
 #include "qemb/compiler.h"
+#include "qemb/half.h"
 #include "qemb/runtime.h"
 #include "support/test_util.h"
 
@@ -99,6 +100,19 @@ TEST_P(RuntimeE2E, EveryRowMatchesTheContractOnFastAndReferencePaths) {
     std::vector<uint16_t> got32(ids.size() * kDim);
     ASSERT_TRUE((*rt)->lookup(ids32, got32.data()).ok());
     EXPECT_EQ(got32, want);
+    // Half precision: the float32 y rounded to nearest even, from both id types.
+    for (FloatDtype dtype : {FloatDtype::kF16, FloatDtype::kBF16}) {
+      std::vector<uint16_t> want_half(want.size());
+      for (size_t k = 0; k < want.size(); ++k) {
+        const float y = dequantize_activation(want[k], compiled_.act);
+        want_half[k] = dtype == FloatDtype::kF16 ? float_to_f16(y) : float_to_bf16(y);
+      }
+      std::vector<uint16_t> half(want.size()), half32(want.size());
+      ASSERT_TRUE((*rt)->lookup_dequantized(ids, dtype, half.data()).ok());
+      ASSERT_TRUE((*rt)->lookup_dequantized(ids32, dtype, half32.data()).ok());
+      EXPECT_EQ(half, want_half) << to_string(dtype) << " " << (*rt)->kernel_name();
+      EXPECT_EQ(half32, want_half) << to_string(dtype);
+    }
   }
 }
 

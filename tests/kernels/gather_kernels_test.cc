@@ -3,6 +3,7 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,50 @@ TEST_P(GatherKernelsTest, EmptyBatchWritesNothing) {
   s.gather_u16(table, 0, ids, 1, &u16);
   EXPECT_EQ(u16, 7);
   EXPECT_EQ(f32, 7.0f);
+}
+
+// Half-precision outputs at their edges: every uint16 value through
+// activation scales whose outputs are binary16 subnormals (and round to
+// zero), ties (an integer y with more than 11 significant bits), values past
+// 65504 (infinity), and an infinite scale (infinity and, at q16 == zp, NaN).
+TEST_P(GatherKernelsTest, HalfOutputsAtTheEdges) {
+  const KernelSet& s = set();
+  const KernelSet& ref = scalar_reference_kernels();
+  std::vector<uint16_t> table(65536);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<uint16_t>(i);
+  const size_t dim = 256;
+  std::vector<int64_t> ids(table.size() / dim);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
+  const float scales[] = {kEps, 5.9604645e-8f, 2.9802322e-8f, 1.0f, 1.0000001f, 3.0f, 0.33333334f,
+                          1e-3f, 1e5f, 3.4e38f, std::numeric_limits<float>::infinity()};
+  for (float scale : scales) {
+    for (int32_t zp : {0, 32768, 65535}) {
+      const ActivationEncoding act{scale, zp};
+      for (bool bf16 : {false, true}) {
+        std::vector<uint16_t> want(table.size()), got(table.size());
+        (bf16 ? ref.gather_u16_bf16 : ref.gather_u16_f16)(table.data(), dim, act, ids.data(), ids.size(), want.data());
+        (bf16 ? s.gather_u16_bf16 : s.gather_u16_f16)(table.data(), dim, act, ids.data(), ids.size(), got.data());
+        for (size_t k = 0; k < want.size(); ++k) {
+          ASSERT_EQ(got[k], want[k]) << s.isa << (bf16 ? " bf16" : " f16") << " scale=" << scale << " zp=" << zp
+                                     << " q16=" << k;
+        }
+      }
+    }
+  }
+  // The reference itself: spot values of the conversion.
+  const ActivationEncoding one{1.0f, 0};
+  const int64_t id = 0;
+  const uint16_t q[4] = {2049, 2051, 65520, 1};
+  uint16_t h[4];
+  ref.gather_u16_f16(q, 4, one, &id, 1, h);
+  EXPECT_EQ(h[0], 0x6800);  // 2049 is a tie: to even, 2048
+  EXPECT_EQ(h[1], 0x6802);  // 2051 ties up to 2052
+  EXPECT_EQ(h[2], 0x7C00);  // past 65504 + half an ulp: infinity
+  EXPECT_EQ(h[3], 0x3C00);  // 1.0
+  const ActivationEncoding inf_scale{std::numeric_limits<float>::infinity(), 1};
+  ref.gather_u16_bf16(q + 3, 1, inf_scale, &id, 1, h);
+  // inf * 0 is NaN (its sign is the CPU's choice): it stays a quiet NaN.
+  EXPECT_EQ(h[0] & 0x7FC0, 0x7FC0) << std::hex << h[0];
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsas, GatherKernelsTest, ::testing::ValuesIn(supported_isas()),

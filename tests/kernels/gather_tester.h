@@ -204,6 +204,18 @@ class GatherTester {
     ref.gather_u16_f32(table.data(), dim_, act, ids.data(), n, want_f32.data());
     set.gather_u16_f32(table.data(), dim_, act, ids.data(), n, got_f32.data());
     CheckF32(kernel_name(set, GatherKernel::gather_u16_f32), ids, want_f32, got_f32, nullptr);
+
+    const struct {
+      GatherKernel kernel;
+      GatherU16HalfFn ref, got;
+    } halves[] = {{GatherKernel::gather_u16_f16, ref.gather_u16_f16, set.gather_u16_f16},
+                  {GatherKernel::gather_u16_bf16, ref.gather_u16_bf16, set.gather_u16_bf16}};
+    for (const auto& h : halves) {
+      std::vector<uint16_t> want(n * dim_), got(n * dim_ + kGuard, kU16Poison);
+      h.ref(table.data(), dim_, act, ids.data(), n, want.data());
+      h.got(table.data(), dim_, act, ids.data(), n, got.data());
+      CheckU16(kernel_name(set, h.kernel), ids, want, got);
+    }
   }
 
   void TestFused(const KernelSet& set, GatherFamily family,
@@ -230,6 +242,30 @@ class GatherTester {
     f32_fn(ref, f32_kernel)(p, ids.data(), n, want_f32.data());
     f32_fn(set, f32_kernel)(p, ids.data(), n, got_f32.data());
     CheckF32(kernel_name(set, f32_kernel), ids, want_f32, got_f32, &t);
+
+    // The half-precision kernels follow the uint16 one in the list: f16, bf16
+    // come right after f32.
+    for (int offset : {1, 2}) {
+      const auto k = static_cast<GatherKernel>(static_cast<int>(f32_kernel) + offset);
+      std::vector<uint16_t> want(n * dim_), got(n * dim_ + kGuard, kU16Poison);
+      half_fn(ref, k)(p, ids.data(), n, want.data());
+      half_fn(set, k)(p, ids.data(), n, got.data());
+      CheckU16(kernel_name(set, k), ids, want, got, &t);
+    }
+  }
+
+  static RequantGatherHalfFn half_fn(const KernelSet& s, GatherKernel k) {
+    switch (k) {
+      case GatherKernel::requant_gather_s4_f16: return s.requant_gather_s4_f16;
+      case GatherKernel::requant_gather_s4_bf16: return s.requant_gather_s4_bf16;
+      case GatherKernel::requant_gather_s8_f16: return s.requant_gather_s8_f16;
+      case GatherKernel::requant_gather_s8_bf16: return s.requant_gather_s8_bf16;
+      case GatherKernel::legacy_gather_s4_f16: return s.legacy_gather_s4_f16;
+      case GatherKernel::legacy_gather_s4_bf16: return s.legacy_gather_s4_bf16;
+      case GatherKernel::legacy_gather_s8_f16: return s.legacy_gather_s8_f16;
+      case GatherKernel::legacy_gather_s8_bf16: return s.legacy_gather_s8_bf16;
+      default: return nullptr;
+    }
   }
 
   static RequantGatherU16Fn u16_fn(const KernelSet& s, GatherKernel k) {

@@ -90,10 +90,12 @@ TEST(KernelSetTest, NamesSayOpDtypeAndIsa) {
   EXPECT_EQ(kernel_name(set, GatherKernel::legacy_gather_s8_u16), "legacy_gather_s8_u16[AVX2]");
   EXPECT_EQ(kernel_name(set, GatherKernel::requant_bag_s4_i32), "requant_bag_s4_i32[AVX2]");
   EXPECT_EQ(kernel_name(set, GatherKernel::bag_u16_i64), "bag_u16_i64[AVX2]");
-  EXPECT_EQ(kNumGatherKernels, 20);
+  EXPECT_EQ(kernel_name(set, GatherKernel::requant_gather_s4_f16), "requant_gather_s4_f16[AVX2]");
+  EXPECT_EQ(kernel_name(set, GatherKernel::legacy_gather_s8_bf16), "legacy_gather_s8_bf16[AVX2]");
+  EXPECT_EQ(kNumGatherKernels, 30);
   std::set<std::string> stems;
   for (int k = 0; k < kNumGatherKernels; ++k) stems.insert(kernel_stem(static_cast<GatherKernel>(k)));
-  EXPECT_EQ(stems.size(), 20u);
+  EXPECT_EQ(stems.size(), 30u);
 }
 
 }  // namespace
