@@ -1,8 +1,9 @@
 /* The C API of the qemb lookup runtime (C99), for foreign-function callers:
  * an ExecuTorch custom op, a JNI wrapper, a Rust or Go binding.
  *
- * Runtime only: open a .qemb artifact, query it, look ids up, close it. Every
- * fallible call returns a qemb_status and, when `err` is not NULL, writes the
+ * Runtime only: open a .qemb artifact, query it, look ids up or pool them
+ * into bags (EmbeddingBag), close it. Every fallible call returns a
+ * qemb_status and, when `err` is not NULL, writes the
  * library's message (NUL-terminated, truncated to err_size bytes) into the
  * caller's buffer. There is no global state: one runtime may be shared by any
  * number of threads, and each call reports its own error.
@@ -95,6 +96,76 @@ qemb_status qemb_lookup_i32_bf16(const qemb_runtime* runtime, const int32_t* ids
                                  char* err, size_t err_size);
 qemb_status qemb_lookup_i64_bf16(const qemb_runtime* runtime, const int64_t* ids, size_t count, uint16_t* out,
                                  char* err, size_t err_size);
+
+/* ---- Pooled lookups (EmbeddingBag) -------------------------------------
+ * Each sample gathers a bag of ids and reduces their dequantized rows to one
+ * float32 row, by sum or mean, with optional per-sample weights, like
+ * PyTorch's nn.EmbeddingBag. Several tables go in one call (FBGEMM's
+ * table-batched layout): out[B][sum of the tables' dims], table t's columns
+ * starting after those of tables 0..t-1. The arithmetic (float32, in index
+ * order) is the same bits on every instruction set and thread count. */
+
+typedef enum qemb_int_type {
+  QEMB_INT32 = 0,
+  QEMB_INT64 = 1
+} qemb_int_type;
+
+/* What qemb_bags.boundaries holds. */
+typedef enum qemb_bag_format {
+  QEMB_BAG_OFFSETS_INCLUDE_LAST = 0, /* B + 1 offsets, the last equal to num_indices */
+  QEMB_BAG_OFFSETS = 1,              /* B offsets, bag B-1 running to the end */
+  QEMB_BAG_LENGTHS = 2               /* B lengths adding up to num_indices */
+} qemb_bag_format;
+
+typedef enum qemb_pool_mode {
+  QEMB_POOL_SUM = 0,
+  QEMB_POOL_MEAN = 1 /* an empty bag gives 0 */
+} qemb_pool_mode;
+
+/* One table's share of a pooled call. Arrays are read in place. */
+typedef struct qemb_bags {
+  const qemb_runtime* runtime; /* the table */
+  const void* indices;         /* num_indices ids of indices_type */
+  size_t num_indices;
+  qemb_int_type indices_type;
+  const void* boundaries; /* num_boundaries offsets or lengths of boundaries_type */
+  size_t num_boundaries;
+  qemb_int_type boundaries_type;
+  qemb_bag_format format;
+  const float* per_sample_weights; /* NULL, or num_indices weights (sum only) */
+  qemb_pool_mode mode;
+  int has_padding_idx; /* non-zero: ids equal to padding_idx add nothing and do not count */
+  int64_t padding_idx; /* a row; negative counts from the end */
+  const char* name;    /* for error messages; NULL: "table <index in the call>" */
+} qemb_bags;
+
+/* All zero: no arrays, int64 ids and boundaries, B + 1 offsets, sum, no
+ * weights, no padding id. */
+qemb_bags qemb_bags_default(void);
+
+/* The number of bags B that `bags` describes (not yet checked against its ids). */
+qemb_status qemb_bag_count(const qemb_bags* bags, size_t* count, char* err, size_t err_size);
+
+/* The bag kernel a runtime uses, e.g. "requant_bag_s4_i64[AVX2]" (for int64
+ * ids); owned by the runtime. */
+const char* qemb_runtime_bag_kernel(const qemb_runtime* runtime);
+
+/* Pools `num_tables` tables into out[B * sum D_t] (row-major). out_count is
+ * the number of values `out` holds; it must be at least B * sum D_t. Every
+ * table must describe the same B. Everything is checked first (boundaries,
+ * weights, padding id, every id); on an error nothing is written and the
+ * message names the table, and for an id its bag, position and value
+ * (QEMB_OUT_OF_RANGE); other bad input is QEMB_INVALID_ARGUMENT. Runs on
+ * the threads of tables[0].runtime. */
+qemb_status qemb_embedding_bags(const qemb_bags* tables, size_t num_tables, float* out, size_t out_count,
+                                char* err, size_t err_size);
+
+/* The same, each float32 result rounded once (to nearest even) to IEEE
+ * binary16 (f16) or bfloat16 (bf16), written as its 16-bit pattern. */
+qemb_status qemb_embedding_bags_f16(const qemb_bags* tables, size_t num_tables, uint16_t* out, size_t out_count,
+                                    char* err, size_t err_size);
+qemb_status qemb_embedding_bags_bf16(const qemb_bags* tables, size_t num_tables, uint16_t* out, size_t out_count,
+                                     char* err, size_t err_size);
 
 #ifdef __cplusplus
 }

@@ -11,10 +11,14 @@
 #include <string>
 #include <type_traits>
 
+#include <vector>
+
+#include "qemb/embedding_bag.h"
 #include "qemb/runtime.h"
 
 struct qemb_runtime {
   std::unique_ptr<qemb::EmbeddingRuntime> rt;
+  std::string bag_kernel;
 };
 
 namespace {
@@ -56,6 +60,112 @@ qemb_status lookup(const qemb_runtime* runtime, const Id* ids, size_t count, Out
       return report(runtime->rt->lookup(span, out), err, err_size);
     } else {
       return report(runtime->rt->lookup_dequantized(span, out), err, err_size);
+    }
+  } catch (const std::bad_alloc&) {
+    return fail(QEMB_INTERNAL, "out of memory", err, err_size);
+  } catch (const std::exception& e) {
+    return fail(QEMB_INTERNAL, e.what(), err, err_size);
+  }
+}
+
+// A C caller may store any int in an enum field; in C++ loading a value
+// outside the enumerators is undefined, so enums are read as the int they are.
+template <typename Enum>
+int enum_value(const Enum& e) {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int v = 0;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+std::string field(size_t t, const char* name) { return "tables[" + std::to_string(t) + "]." + name; }
+
+// The library's view of tables[t], or the message saying what is wrong.
+bool to_table_bags(const qemb_bags& c, size_t t, qemb::TableBags& out, std::string& why) {
+  if (c.runtime == nullptr) {
+    why = field(t, "runtime") + " is NULL";
+    return false;
+  }
+  const int ids_type = enum_value(c.indices_type), bounds_type = enum_value(c.boundaries_type);
+  const int format = enum_value(c.format), mode = enum_value(c.mode);
+  if (ids_type != QEMB_INT32 && ids_type != QEMB_INT64) {
+    why = field(t, "indices_type") + " is " + std::to_string(ids_type) + ": expected QEMB_INT32 or QEMB_INT64";
+    return false;
+  }
+  if (bounds_type != QEMB_INT32 && bounds_type != QEMB_INT64) {
+    why = field(t, "boundaries_type") + " is " + std::to_string(bounds_type) +
+          ": expected QEMB_INT32 or QEMB_INT64";
+    return false;
+  }
+  if (format != QEMB_BAG_OFFSETS_INCLUDE_LAST && format != QEMB_BAG_OFFSETS && format != QEMB_BAG_LENGTHS) {
+    why = field(t, "format") + " is " + std::to_string(format) +
+          ": expected QEMB_BAG_OFFSETS_INCLUDE_LAST, QEMB_BAG_OFFSETS or QEMB_BAG_LENGTHS";
+    return false;
+  }
+  if (mode != QEMB_POOL_SUM && mode != QEMB_POOL_MEAN) {
+    why = field(t, "mode") + " is " + std::to_string(mode) + ": expected QEMB_POOL_SUM or QEMB_POOL_MEAN";
+    return false;
+  }
+  if (c.num_indices > 0 && c.indices == nullptr) {
+    why = field(t, "indices") + " is NULL";
+    return false;
+  }
+  if (c.num_boundaries > 0 && c.boundaries == nullptr) {
+    why = field(t, "boundaries") + " is NULL";
+    return false;
+  }
+  out.table = c.runtime->rt.get();
+  if (c.name != nullptr) out.name = c.name;
+  if (ids_type == QEMB_INT32) {
+    out.indices = std::span<const int32_t>(static_cast<const int32_t*>(c.indices), c.num_indices);
+  } else {
+    out.indices = std::span<const int64_t>(static_cast<const int64_t*>(c.indices), c.num_indices);
+  }
+  if (bounds_type == QEMB_INT32) {
+    out.boundaries = std::span<const int32_t>(static_cast<const int32_t*>(c.boundaries), c.num_boundaries);
+  } else {
+    out.boundaries = std::span<const int64_t>(static_cast<const int64_t*>(c.boundaries), c.num_boundaries);
+  }
+  out.kind = format == QEMB_BAG_LENGTHS  ? qemb::BagBoundaries::kLengths
+             : format == QEMB_BAG_OFFSETS ? qemb::BagBoundaries::kOffsets
+                                          : qemb::BagBoundaries::kOffsetsWithLast;
+  // NULL weights with num_indices ids is "no weights"; the length is the ids'.
+  if (c.per_sample_weights != nullptr) out.per_sample_weights = std::span<const float>(c.per_sample_weights, c.num_indices);
+  out.mode = mode == QEMB_POOL_MEAN ? qemb::PoolMode::kMean : qemb::PoolMode::kSum;
+  if (c.has_padding_idx) out.padding_idx = c.padding_idx;
+  return true;
+}
+
+template <typename Out>
+qemb_status bags(const qemb_bags* tables, size_t num_tables, qemb::BagOutputType type, Out* out,
+                 size_t out_count, char* err, size_t err_size) {
+  if (num_tables > 0 && tables == nullptr) return fail(QEMB_INVALID_ARGUMENT, "tables is NULL", err, err_size);
+  try {
+    std::vector<qemb::TableBags> list(num_tables);
+    std::string why;
+    size_t total_dim = 0;
+    for (size_t t = 0; t < num_tables; ++t) {
+      if (!to_table_bags(tables[t], t, list[t], why)) return fail(QEMB_INVALID_ARGUMENT, why, err, err_size);
+      total_dim += static_cast<size_t>(tables[t].runtime->rt->dim());
+    }
+    if (num_tables > 0) {
+      auto count = qemb::bag_count(list[0]);
+      size_t need = 0;
+      if (count.ok() && !__builtin_mul_overflow(*count, total_dim, &need) && need > 0) {
+        if (out == nullptr) return fail(QEMB_INVALID_ARGUMENT, "out is NULL", err, err_size);
+        if (out_count < need)
+          return fail(QEMB_INVALID_ARGUMENT,
+                      "out holds " + std::to_string(out_count) + " values; this call writes " +
+                          std::to_string(*count) + " bags x " + std::to_string(total_dim) + " columns = " +
+                          std::to_string(need),
+                      err, err_size);
+      }
+    }
+    if constexpr (std::is_same_v<Out, float>) {
+      (void)type;
+      return report(qemb::embedding_bags(list, out), err, err_size);
+    } else {
+      return report(qemb::embedding_bags(list, type, out), err, err_size);
     }
   } catch (const std::bad_alloc&) {
     return fail(QEMB_INTERNAL, "out of memory", err, err_size);
@@ -110,7 +220,8 @@ qemb_status qemb_runtime_open(const char* path, const qemb_runtime_options* opti
     ro.reference = o.reference != 0;
     auto loaded = qemb::EmbeddingRuntime::load(path, ro);
     if (!loaded.ok()) return report(loaded.status(), err, err_size);
-    *out = new qemb_runtime{std::move(loaded).value()};
+    *out = new qemb_runtime{std::move(loaded).value(), {}};
+    (*out)->bag_kernel = qemb::bag_kernel_name(*(*out)->rt);
     write_message("", err, err_size);
     return QEMB_OK;
   } catch (const std::bad_alloc&) {
@@ -167,6 +278,51 @@ qemb_status qemb_lookup_i32_bf16(const qemb_runtime* runtime, const int32_t* ids
 qemb_status qemb_lookup_i64_bf16(const qemb_runtime* runtime, const int64_t* ids, size_t count, uint16_t* out,
                                  char* err, size_t err_size) {
   return lookup(runtime, ids, count, out, err, err_size, qemb::FloatDtype::kBF16);
+}
+
+qemb_bags qemb_bags_default(void) {
+  qemb_bags b;
+  std::memset(&b, 0, sizeof b);
+  b.indices_type = QEMB_INT64;
+  b.boundaries_type = QEMB_INT64;
+  b.format = QEMB_BAG_OFFSETS_INCLUDE_LAST;
+  b.mode = QEMB_POOL_SUM;
+  return b;
+}
+
+qemb_status qemb_bag_count(const qemb_bags* bags, size_t* count, char* err, size_t err_size) {
+  if (count == nullptr) return fail(QEMB_INVALID_ARGUMENT, "count is NULL", err, err_size);
+  *count = 0;
+  if (bags == nullptr) return fail(QEMB_INVALID_ARGUMENT, "bags is NULL", err, err_size);
+  try {
+    qemb::TableBags t;
+    std::string why;
+    if (!to_table_bags(*bags, 0, t, why)) return fail(QEMB_INVALID_ARGUMENT, why, err, err_size);
+    auto n = qemb::bag_count(t);
+    if (!n.ok()) return report(n.status(), err, err_size);
+    *count = *n;
+    write_message("", err, err_size);
+    return QEMB_OK;
+  } catch (const std::exception& e) {
+    return fail(QEMB_INTERNAL, e.what(), err, err_size);
+  }
+}
+
+const char* qemb_runtime_bag_kernel(const qemb_runtime* runtime) { return runtime ? runtime->bag_kernel.c_str() : ""; }
+
+qemb_status qemb_embedding_bags(const qemb_bags* tables, size_t num_tables, float* out, size_t out_count,
+                                char* err, size_t err_size) {
+  return bags(tables, num_tables, qemb::BagOutputType::kFloat32, out, out_count, err, err_size);
+}
+
+qemb_status qemb_embedding_bags_f16(const qemb_bags* tables, size_t num_tables, uint16_t* out, size_t out_count,
+                                    char* err, size_t err_size) {
+  return bags(tables, num_tables, qemb::BagOutputType::kFloat16, out, out_count, err, err_size);
+}
+
+qemb_status qemb_embedding_bags_bf16(const qemb_bags* tables, size_t num_tables, uint16_t* out, size_t out_count,
+                                     char* err, size_t err_size) {
+  return bags(tables, num_tables, qemb::BagOutputType::kBFloat16, out, out_count, err, err_size);
 }
 
 }  // extern "C"

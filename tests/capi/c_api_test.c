@@ -1,7 +1,8 @@
 /* The C API, compiled as C99: lookups equal the CLI's `qemb run` output bit
- * for bit, errors come back as codes with the library's message in the
- * caller's buffer, nothing is written on error, and threads sharing one
- * runtime each get their own result and message.
+ * for bit, pooled lookups (EmbeddingBag) equal the contract's float32 sum of
+ * the looked-up rows in index order, errors come back as codes with the
+ * library's message in the caller's buffer, nothing is written on error, and
+ * threads sharing one runtime each get their own result and message.
  *
  *   c_api_test ART EXPECTED_U16.npy VOCAB ID...
  * EXPECTED_U16.npy is `qemb run ART --tokens ID,... -o` (uint16 [N, D]). */
@@ -85,6 +86,284 @@ static void* work(void* arg) {
   }
   free(out);
   return NULL;
+}
+
+
+/* The contract's pooling of rows[ids] (dequantized lookups, dim floats each)
+ * for bags [offsets[b], offsets[b+1]): float32, in index order, product
+ * rounded before the sum (this file is compiled with -ffp-contract=off). */
+static void pool_reference(const float* rows, size_t dim, const int64_t* ids, const int64_t* offsets, size_t bags,
+                           const float* weights, int mean, int has_pad, int64_t pad, float* out, size_t stride) {
+  size_t b, j;
+  int64_t i;
+  for (b = 0; b < bags; ++b) {
+    for (j = 0; j < dim; ++j) {
+      float acc = 0.0f;
+      int count = 0;
+      for (i = offsets[b]; i < offsets[b + 1]; ++i) {
+        if (has_pad && ids[i] == pad) continue;
+        if (weights) {
+          const float product = weights[i] * rows[(size_t)i * dim + j];
+          acc = acc + product;
+        } else {
+          acc = acc + rows[(size_t)i * dim + j];
+        }
+        ++count;
+      }
+      out[b * stride + j] = mean ? (count > 0 ? acc / (float)count : 0.0f) : acc;
+    }
+  }
+}
+
+static uint16_t bf16_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* float -> IEEE binary16, nearest even, for finite values below 65504. */
+static uint16_t f16_of(float f) {
+  uint32_t u;
+  float a;
+  uint16_t sign;
+  memcpy(&u, &f, sizeof u);
+  sign = (uint16_t)((u >> 16) & 0x8000u);
+  u &= 0x7FFFFFFFu;
+  memcpy(&a, &u, sizeof a);
+  if (a < 6.103515625e-05f) { /* a subnormal half: a * 2^24 rounded to an integer */
+    const float q = (a * 16777216.0f + 8388608.0f) - 8388608.0f;
+    return (uint16_t)(sign | (uint16_t)q);
+  }
+  u = u + 0xFFFu + ((u >> 13) & 1u);
+  return (uint16_t)(sign | (uint16_t)((u >> 13) - (112u << 10)));
+}
+
+static int all_bytes(const void* p, size_t n, unsigned char v) {
+  const unsigned char* c = p;
+  size_t i;
+  for (i = 0; i < n; ++i)
+    if (c[i] != v) return 0;
+  return 1;
+}
+
+/* Pooled lookups against pool_reference, and their errors. */
+static void check_bags(const qemb_runtime* rt, const int64_t* ids64, const int32_t* ids32, size_t n, int64_t vocab) {
+  const size_t dim = (size_t)qemb_runtime_dim(rt);
+  /* 4 bags over the n >= 8 ids: [0,3), an empty one, [3,7), [7,n). */
+  const int64_t offsets[5] = {0, 3, 3, 7, (int64_t)n};
+  const int32_t offsets32[4] = {0, 3, 3, 7};
+  const int64_t lengths[4] = {3, 0, 4, (int64_t)n - 7};
+  float* rows = malloc(n * dim * sizeof *rows);
+  float* want = malloc(4 * 2 * dim * sizeof *want);
+  float* got = malloc(4 * 2 * dim * sizeof *got);
+  uint16_t* half = malloc(4 * dim * sizeof *half);
+  float* weights = malloc(n * sizeof *weights);
+  qemb_bags bags[2];
+  char err[256], want_err[256];
+  size_t i, count = 99;
+  const size_t size = 4 * dim * sizeof(float);
+
+  CHECK(qemb_lookup_i64_f32(rt, ids64, n, rows, err, sizeof err) == QEMB_OK);
+  for (i = 0; i < n; ++i) weights[i] = i == 1 ? 0.0f : (i % 3 == 0 ? -0.75f : 1.5f + (float)i);
+  CHECK(strstr(qemb_runtime_bag_kernel(rt), "bag") != NULL || strcmp(qemb_runtime_bag_kernel(rt), "reference_interpreter") == 0);
+
+  bags[0] = qemb_bags_default();
+  CHECK(bags[0].indices_type == QEMB_INT64 && bags[0].format == QEMB_BAG_OFFSETS_INCLUDE_LAST &&
+        bags[0].mode == QEMB_POOL_SUM && bags[0].per_sample_weights == NULL && bags[0].has_padding_idx == 0);
+  bags[0].runtime = rt;
+  bags[0].indices = ids64;
+  bags[0].num_indices = n;
+  bags[0].boundaries = offsets;
+  bags[0].num_boundaries = 5;
+  CHECK(qemb_bag_count(&bags[0], &count, err, sizeof err) == QEMB_OK && count == 4);
+
+  /* sum, int64 everything */
+  pool_reference(rows, dim, ids64, offsets, 4, NULL, 0, 0, 0, want, dim);
+  CHECK(qemb_embedding_bags(bags, 1, got, 4 * dim, err, sizeof err) == QEMB_OK);
+  CHECK_STR(err, "");
+  CHECK(memcmp(got, want, size) == 0);
+  CHECK(all_bytes(got + dim, dim * sizeof(float), 0)); /* the empty bag: +0.0f */
+  /* int32 ids, B offsets (the last implied) */
+  bags[0].indices = ids32;
+  bags[0].indices_type = QEMB_INT32;
+  bags[0].boundaries = offsets32;
+  bags[0].boundaries_type = QEMB_INT32;
+  bags[0].num_boundaries = 4;
+  bags[0].format = QEMB_BAG_OFFSETS;
+  memset(got, 0, size);
+  CHECK(qemb_embedding_bags(bags, 1, got, 4 * dim, err, sizeof err) == QEMB_OK);
+  CHECK(memcmp(got, want, size) == 0);
+  /* lengths, weighted (0 and negative weights included) */
+  bags[0].boundaries = lengths;
+  bags[0].boundaries_type = QEMB_INT64;
+  bags[0].format = QEMB_BAG_LENGTHS;
+  bags[0].per_sample_weights = weights;
+  pool_reference(rows, dim, ids64, offsets, 4, weights, 0, 0, 0, want, dim);
+  CHECK(qemb_embedding_bags(bags, 1, got, 4 * dim, err, sizeof err) == QEMB_OK);
+  CHECK(memcmp(got, want, size) == 0);
+  /* mean with a padding id (given from the end): ids equal to it neither add nor count */
+  bags[0].per_sample_weights = NULL;
+  bags[0].mode = QEMB_POOL_MEAN;
+  bags[0].has_padding_idx = 1;
+  bags[0].padding_idx = ids64[4] - vocab;
+  pool_reference(rows, dim, ids64, offsets, 4, NULL, 1, 1, ids64[4], want, dim);
+  CHECK(qemb_embedding_bags(bags, 1, got, 4 * dim, err, sizeof err) == QEMB_OK);
+  CHECK(memcmp(got, want, size) == 0);
+
+  /* Two tables in one call: [B, 2 * dim], the second table's columns after the first's. */
+  bags[1] = bags[0];
+  bags[1].mode = QEMB_POOL_SUM;
+  bags[1].has_padding_idx = 0;
+  bags[1].per_sample_weights = weights;
+  pool_reference(rows, dim, ids64, offsets, 4, NULL, 1, 1, ids64[4], want, 2 * dim);
+  pool_reference(rows, dim, ids64, offsets, 4, weights, 0, 0, 0, want + dim, 2 * dim);
+  CHECK(qemb_embedding_bags(bags, 2, got, 8 * dim, err, sizeof err) == QEMB_OK);
+  CHECK(memcmp(got, want, 2 * size) == 0);
+
+  /* Half outputs round the float32 result once. */
+  bags[0] = bags[1];
+  CHECK(qemb_embedding_bags_bf16(bags, 1, half, 4 * dim, err, sizeof err) == QEMB_OK);
+  pool_reference(rows, dim, ids64, offsets, 4, weights, 0, 0, 0, want, dim);
+  for (i = 0; i < 4 * dim; ++i) CHECK(half[i] == bf16_of(want[i]));
+  CHECK(qemb_embedding_bags_f16(bags, 1, half, 4 * dim, err, sizeof err) == QEMB_OK);
+  for (i = 0; i < 4 * dim; ++i) CHECK(half[i] == f16_of(want[i]));
+
+  /* Bad input: the status, the library's message, nothing written. */
+#define EXPECT_BAG_ERROR(call, status, message)              \
+  do {                                                       \
+    memset(got, 0xAB, size);                                 \
+    CHECK((call) == (status));                               \
+    CHECK_STR(err, (message));                               \
+    CHECK(all_bytes(got, size, 0xAB));                       \
+  } while (0)
+  bags[0] = qemb_bags_default();
+  bags[0].runtime = rt;
+  bags[0].indices = ids64;
+  bags[0].num_indices = n;
+  bags[0].boundaries = offsets;
+  bags[0].num_boundaries = 5;
+  bags[0].name = "user";
+  {
+    int64_t bad[5];
+    int64_t bad_ids[8];
+    memcpy(bad, offsets, sizeof bad);
+    bad[0] = 1;
+    bags[0].boundaries = bad;
+    EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 1, got, 4 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT,
+                     "table 0 ('user'): offsets[0] = 1; the first offset must be 0");
+    bad[0] = 0;
+    bad[2] = 2;
+    EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 1, got, 4 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT,
+                     "table 0 ('user'): offsets[2] = 2 is less than offsets[1] = 3; offsets must not decrease");
+    bad[2] = 3;
+    bad[4] = (int64_t)n + 1;
+    snprintf(want_err, sizeof want_err, "table 0 ('user'): offsets[4] = %zu is past the end of the %zu indices", n + 1, n);
+    EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 1, got, 4 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT, want_err);
+    bad[4] = (int64_t)n - 1;
+    snprintf(want_err, sizeof want_err,
+             "table 0 ('user'): the last offset, offsets[4] = %zu, must equal the number of indices (%zu)", n - 1, n);
+    EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 1, got, 4 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT, want_err);
+    bags[0].boundaries = lengths;
+    bags[0].num_boundaries = 4;
+    bags[0].format = QEMB_BAG_LENGTHS;
+    bags[0].num_indices = n - 1;
+    snprintf(want_err, sizeof want_err,
+             "table 0 ('user'): lengths[3] = %zu runs past the end of the %zu indices (bag 3 starts at 7)", n - 7, n - 1);
+    EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 1, got, 4 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT, want_err);
+    bags[0].num_indices = n;
+    bags[0].mode = QEMB_POOL_MEAN;
+    bags[0].per_sample_weights = weights;
+    EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 1, got, 4 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT,
+                     "table 0 ('user'): per-sample weights need pool mode sum (as in PyTorch, mean takes none)");
+    bags[0].mode = QEMB_POOL_SUM;
+    bags[0].per_sample_weights = NULL;
+    bags[0].has_padding_idx = 1;
+    bags[0].padding_idx = vocab;
+    snprintf(want_err, sizeof want_err, "table 0 ('user'): padding_idx %lld is outside [%lld, %lld)",
+             (long long)vocab, (long long)-vocab, (long long)vocab);
+    EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 1, got, 4 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT, want_err);
+    bags[0].has_padding_idx = 0;
+    /* An id out of range: its table, bag, position and value. */
+    memcpy(bad_ids, ids64, sizeof bad_ids);
+    bad_ids[5] = vocab + 3;
+    bags[0].indices = bad_ids;
+    snprintf(want_err, sizeof want_err,
+             "table 0 ('user'): id %lld at position 5 (bag 2) is past the last row; ids must be in [0, %lld)",
+             (long long)(vocab + 3), (long long)vocab);
+    EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 1, got, 4 * dim, err, sizeof err), QEMB_OUT_OF_RANGE, want_err);
+    bags[1] = bags[0];
+    bags[0].indices = ids64;
+    bags[1].name = NULL;
+    bad_ids[5] = -2;
+    snprintf(want_err, sizeof want_err,
+             "table 1: id -2 at position 5 (bag 2) is negative; ids must be in [0, %lld)", (long long)vocab);
+    EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 2, got, 8 * dim, err, sizeof err), QEMB_OUT_OF_RANGE, want_err);
+    /* Tables of different batch sizes. */
+    bags[1].indices = ids64;
+    bags[1].boundaries = offsets;
+    bags[1].num_boundaries = 3;
+    bags[1].format = QEMB_BAG_OFFSETS;
+    EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 2, got, 8 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT,
+                     "table 1 has 3 bags but table 0 ('user') has 4; every table of a call needs the same number of bags");
+  }
+  /* What only the C API checks: the output's size, NULLs, enum values. */
+  snprintf(want_err, sizeof want_err, "out holds %zu values; this call writes 4 bags x %zu columns = %zu",
+           4 * dim - 1, dim, 4 * dim);
+  EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 1, got, 4 * dim - 1, err, sizeof err), QEMB_INVALID_ARGUMENT, want_err);
+  EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 1, NULL, 4 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT, "out is NULL");
+  EXPECT_BAG_ERROR(qemb_embedding_bags(NULL, 1, got, 4 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT, "tables is NULL");
+  EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 0, got, 4 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT,
+                   "no tables to pool");
+  bags[1] = bags[0];
+  bags[1].runtime = NULL;
+  EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 2, got, 8 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT,
+                   "tables[1].runtime is NULL");
+  bags[1] = bags[0];
+  bags[1].indices = NULL;
+  EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 2, got, 8 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT,
+                   "tables[1].indices is NULL");
+  bags[1] = bags[0];
+  bags[1].boundaries = NULL;
+  EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 2, got, 8 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT,
+                   "tables[1].boundaries is NULL");
+  bags[1] = bags[0];
+  bags[1].indices_type = (qemb_int_type)16;
+  EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 2, got, 8 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT,
+                   "tables[1].indices_type is 16: expected QEMB_INT32 or QEMB_INT64");
+  bags[1] = bags[0];
+  bags[1].boundaries_type = (qemb_int_type)-1;
+  EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 2, got, 8 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT,
+                   "tables[1].boundaries_type is -1: expected QEMB_INT32 or QEMB_INT64");
+  bags[1] = bags[0];
+  bags[1].format = (qemb_bag_format)3;
+  EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 2, got, 8 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT,
+                   "tables[1].format is 3: expected QEMB_BAG_OFFSETS_INCLUDE_LAST, QEMB_BAG_OFFSETS or QEMB_BAG_LENGTHS");
+  bags[1] = bags[0];
+  bags[1].mode = (qemb_pool_mode)2;
+  EXPECT_BAG_ERROR(qemb_embedding_bags(bags, 2, got, 8 * dim, err, sizeof err), QEMB_INVALID_ARGUMENT,
+                   "tables[1].mode is 2: expected QEMB_POOL_SUM or QEMB_POOL_MEAN");
+  memset(half, 0xAB, 4 * dim * sizeof *half);
+  CHECK(qemb_embedding_bags_bf16(bags, 1, half, 4 * dim - 2, err, sizeof err) == QEMB_INVALID_ARGUMENT);
+  snprintf(want_err, sizeof want_err, "out holds %zu values; this call writes 4 bags x %zu columns = %zu",
+           4 * dim - 2, dim, 4 * dim);
+  CHECK_STR(err, want_err);
+  CHECK(all_bytes(half, 4 * dim * sizeof *half, 0xAB));
+  bags[0].num_boundaries = 0;
+  bags[0].format = QEMB_BAG_OFFSETS_INCLUDE_LAST;
+  CHECK(qemb_bag_count(&bags[0], &count, err, sizeof err) == QEMB_INVALID_ARGUMENT && count == 0);
+  CHECK_STR(err, "offsets that include the last one need B + 1 values, starting with 0; got none");
+  CHECK(qemb_bag_count(NULL, &count, err, sizeof err) == QEMB_INVALID_ARGUMENT);
+  CHECK_STR(err, "bags is NULL");
+  /* No bags: nothing to write, and out may be NULL. */
+  bags[0].num_indices = 0;
+  bags[0].format = QEMB_BAG_LENGTHS;
+  CHECK(qemb_embedding_bags(bags, 1, NULL, 0, err, sizeof err) == QEMB_OK);
+#undef EXPECT_BAG_ERROR
+  free(rows);
+  free(want);
+  free(got);
+  free(half);
+  free(weights);
 }
 
 int main(int argc, char** argv) {
@@ -238,6 +517,8 @@ int main(int argc, char** argv) {
   CHECK_STR(err, "out is NULL");
   CHECK(qemb_lookup_i64_f32(rt, NULL, n, outf, err, sizeof err) == QEMB_INVALID_ARGUMENT);
   CHECK_STR(err, "ids is NULL");
+
+  check_bags(rt, ids64, ids32, n, vocab);
 
   /* Eight threads share the runtime; one of them keeps failing, and its
    * errors neither disturb the others' rows nor leak into their messages. */
