@@ -6,10 +6,11 @@
     rt = qemb.Runtime("table.qemb")
     rows = rt.lookup(np.array([[1, 2], [3, 4]]))        # uint16, shape (2, 2, 64)
     vals = rt.lookup_dequantized([1, 2, 3])              # float32, shape (3, 64)
+    bags = rt.embedding_bag([1, 2, 3, 4], [0, 3])        # pooled (EmbeddingBag), shape (2, 64)
 
 Every error is a qemb.Error, and also the builtin that fits (IdOutOfRange is
 an IndexError, a corrupt file a ValueError, a missing one a FileNotFoundError).
-qemb.torch has a drop-in nn.Embedding replacement.
+qemb.torch has drop-in nn.Embedding and nn.EmbeddingBag replacements.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from ._qemb import (  # noqa: F401
     Unsupported,
     ValidationError,
     VersionError,
+    embedding_bags,
     evaluate as _evaluate,
     fakequant as _fakequant,
 )
@@ -34,7 +36,7 @@ from ._qemb import (  # noqa: F401
 __version__ = "0.1.0"
 
 __all__ = [
-    "Artifact", "Runtime", "compile", "evaluate", "fakequant",
+    "Artifact", "Runtime", "compile", "embedding_bags", "evaluate", "fakequant",
     "Error", "InvalidArgument", "IdOutOfRange", "NotFound", "ParseError", "Unsupported", "IoError",
     "CorruptArtifact", "VersionError", "ValidationError", "InternalError",
 ]

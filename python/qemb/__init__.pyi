@@ -1,6 +1,6 @@
 # Type stubs for the qemb package (the extension qemb._qemb and its wrappers).
 import os
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Literal, Optional, Sequence, Tuple, TypedDict, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -11,6 +11,9 @@ _Path = Union[str, os.PathLike[str]]
 _Ids = Union[int, Sequence[int], npt.NDArray[np.integer[Any]]]
 _Tokens = Union[None, _Path, Sequence[int], npt.NDArray[np.integer[Any]]]
 _Table = Any  # a 2-D numpy float32/float16 array or a torch tensor (float32, float16, bfloat16)
+_Weights = Union[Sequence[float], npt.NDArray[np.floating[Any]]]
+_PoolMode = Literal["sum", "mean"]
+_BagDType = Literal["f32", "f16", "bf16"]
 
 class Error(Exception):
     """Base class of every error qemb raises."""
@@ -78,6 +81,29 @@ class Runtime:
         float16 ("f16") or bfloat16 bit patterns as uint16 ("bf16"), rounded to nearest even."""
     def describe(self) -> dict[str, Any]:
         """The fields of `qemb inspect --json`."""
+    @property
+    def bag_kernel(self) -> str:
+        """The pooled kernel for int64 ids, e.g. 'requant_bag_s4_i64[AVX2]'."""
+    def embedding_bag(self, ids: _Ids, offsets: Optional[_Ids] = None, *, include_last_offset: bool = False,
+                      lengths: Optional[_Ids] = None, per_sample_weights: Optional[_Weights] = None,
+                      mode: _PoolMode = "sum", padding_idx: Optional[int] = None, dtype: _BagDType = "f32",
+                      out: Optional[npt.NDArray[Any]] = None) -> npt.NDArray[Any]:
+        """Pooled rows [B, dim] (nn.EmbeddingBag): float32, float16, or bfloat16 bits as uint16."""
+
+class _BagTable(TypedDict, total=False):
+    runtime: Runtime  # required
+    ids: _Ids  # required
+    offsets: _Ids
+    include_last_offset: bool
+    lengths: _Ids
+    per_sample_weights: _Weights
+    mode: _PoolMode
+    padding_idx: int
+    name: str
+
+def embedding_bags(tables: list[_BagTable], *, dtype: _BagDType = "f32",
+                   out: Optional[npt.NDArray[Any]] = None) -> npt.NDArray[Any]:
+    """Several tables pooled into one [B, sum of dims] array, each table's columns after the previous ones'."""
 
 def compile(source: Union[_Path, _Table], *, tensor: Optional[str] = None, scheme: str = "16a4w",
             pattern: str = "auto", qnn_sdk_version: Optional[str] = None, calibration_tokens: _Tokens = None,

@@ -1,12 +1,17 @@
-"""qemb for PyTorch: a drop-in, runtime-backed replacement for nn.Embedding.
+"""qemb for PyTorch: drop-in, runtime-backed replacements for nn.Embedding
+and nn.EmbeddingBag.
 
-    from qemb.torch import QuantizedEmbedding, quantize_embeddings
+    from qemb.torch import QuantizedEmbedding, QuantizedEmbeddingBag, quantize_embeddings
     qemb_emb = QuantizedEmbedding.from_embedding(model.embed_tokens, scheme="16a4w", qnn_sdk_version="2.48")
-    quantize_embeddings(model, scheme="16a4w", qnn_sdk_version="2.48")  # every nn.Embedding, in place
+    qemb_bag = QuantizedEmbeddingBag.from_embedding_bag(model.user_bag, qnn_sdk_version="2.48")
+    quantize_embeddings(model, scheme="16a4w", qnn_sdk_version="2.48")  # every one of both, in place
 
-forward(ids) returns float32 rows bit-identical to `qemb fakequant` of the
-same weight, looked up by qemb's runtime: the ids tensor is read in place and
-the output tensor shares the runtime's numpy result (no copy of the table).
+QuantizedEmbedding's forward(ids) returns float32 rows bit-identical to
+`qemb fakequant` of the same weight, looked up by qemb's runtime: the ids
+tensor is read in place and the output tensor shares the runtime's numpy
+result (no copy of the table). QuantizedEmbeddingBag's forward(input,
+offsets, per_sample_weights) pools those rows with nn.EmbeddingBag's
+conventions, summing in float32 in index order.
 """
 from __future__ import annotations
 
@@ -18,7 +23,19 @@ from torch import nn
 
 import qemb
 
-__all__ = ["QuantizedEmbedding", "quantize_embeddings", "get_submodule", "set_submodule"]
+__all__ = ["QuantizedEmbedding", "QuantizedEmbeddingBag", "quantize_embeddings", "get_submodule", "set_submodule"]
+
+
+def _compile_weight(weight, path, threads, options):
+    """(runtime, artifact) for a weight; without a path the artifact is a
+    temporary file, removed at once (the runtime keeps its mapping)."""
+    if path is not None:
+        artifact = qemb.compile(weight, out=path, **options)
+        return qemb.Runtime(path, threads=threads), artifact
+    with tempfile.TemporaryDirectory(prefix="qemb-") as tmp:
+        tmp_path = os.path.join(tmp, "embedding.qemb")
+        artifact = qemb.compile(weight, out=tmp_path, **options)
+        return qemb.Runtime(tmp_path, threads=threads), artifact
 
 
 class QuantizedEmbedding(nn.Module):
@@ -44,16 +61,9 @@ class QuantizedEmbedding(nn.Module):
         if embedding.max_norm is not None:
             raise qemb.InvalidArgument("nn.Embedding with max_norm renormalizes rows on lookup; "
                                        "qemb serves fixed rows, so set max_norm=None first")
-        weight = embedding.weight.detach()
         options = dict(scheme=scheme, qnn_sdk_version=qnn_sdk_version, mode=mode, pattern=pattern,
                        calibration_tokens=calibration_tokens)
-        if path is not None:
-            artifact = qemb.compile(weight, out=path, **options)
-            return cls(qemb.Runtime(path, threads=threads), artifact, embedding.padding_idx)
-        with tempfile.TemporaryDirectory(prefix="qemb-") as tmp:
-            tmp_path = os.path.join(tmp, "embedding.qemb")
-            artifact = qemb.compile(weight, out=tmp_path, **options)
-            runtime = qemb.Runtime(tmp_path, threads=threads)
+        runtime, artifact = _compile_weight(embedding.weight.detach(), path, threads, options)
         return cls(runtime, artifact, embedding.padding_idx)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
@@ -67,6 +77,106 @@ class QuantizedEmbedding(nn.Module):
         a = self.artifact
         return (f"{self.num_embeddings}, {self.embedding_dim}, scheme={a.get('scheme')}, "
                 f"pattern={a.get('pattern')}, kernel={self.runtime.kernel}")
+
+
+def _cpu(name, t):
+    if not isinstance(t, torch.Tensor):
+        t = torch.as_tensor(t)
+    if t.device.type != "cpu":
+        raise qemb.InvalidArgument(f"{name} is on {t.device}; qemb looks up on the CPU")
+    return t.detach()
+
+
+class QuantizedEmbeddingBag(nn.Module):
+    """A pooled lookup (nn.EmbeddingBag, mode "sum" or "mean") served by a
+    qemb Runtime (inference only: no gradients).
+
+    forward(input, offsets=None, per_sample_weights=None) follows
+    nn.EmbeddingBag: 1-D input with offsets (B bag starts, or B + 1 with
+    include_last_offset=True), or 2-D input [B, L] without offsets;
+    per_sample_weights (mode "sum") has the shape of input; ids equal to
+    padding_idx add nothing and do not count in the mean; an empty bag gives
+    zeros. Returns float32 [B, embedding_dim]. With include_last_offset, ids
+    after offsets[-1] are ignored, as nn.EmbeddingBag does; a mean of the last
+    bag then divides by that bag's own count (nn.EmbeddingBag 1.13 counts to
+    the end of input)."""
+
+    def __init__(self, runtime: qemb.Runtime, artifact: qemb.Artifact | None = None, mode="mean",
+                 include_last_offset=False, padding_idx=None):
+        super().__init__()
+        if mode not in ("sum", "mean"):
+            raise qemb.Unsupported(f"mode '{mode}': qemb pools bags by sum or mean")
+        self.runtime = runtime
+        self.artifact = artifact if artifact is not None else qemb.Artifact(runtime.describe())
+        self.num_embeddings = runtime.vocab_size
+        self.embedding_dim = runtime.dim
+        self.mode = mode
+        self.include_last_offset = include_last_offset
+        self.padding_idx = padding_idx
+
+    @classmethod
+    def from_embedding_bag(cls, bag: nn.EmbeddingBag, *, scheme="16a4w", qnn_sdk_version=None, mode="auto",
+                           pattern="auto", calibration_tokens=None, path=None,
+                           threads=1) -> "QuantizedEmbeddingBag":
+        """Compiles bag.weight (float32, float16 or bfloat16) and serves it with
+        bag's pooling (mode, include_last_offset, padding_idx). `mode` here is
+        the compile mode, as for QuantizedEmbedding.from_embedding.
+
+        path: where to keep the .qemb artifact; by default a temporary file,
+        removed at once (the runtime keeps its mapping)."""
+        if not isinstance(bag, nn.EmbeddingBag):
+            raise TypeError(f"from_embedding_bag takes an nn.EmbeddingBag; got {type(bag).__name__}")
+        if bag.max_norm is not None:
+            raise qemb.InvalidArgument("nn.EmbeddingBag with max_norm renormalizes rows on lookup; "
+                                       "qemb serves fixed rows, so set max_norm=None first")
+        if bag.mode not in ("sum", "mean"):
+            raise qemb.Unsupported(f"nn.EmbeddingBag mode '{bag.mode}': qemb pools bags by sum or mean")
+        options = dict(scheme=scheme, qnn_sdk_version=qnn_sdk_version, mode=mode, pattern=pattern,
+                       calibration_tokens=calibration_tokens)
+        runtime, artifact = _compile_weight(bag.weight.detach(), path, threads, options)
+        return cls(runtime, artifact, bag.mode, bag.include_last_offset, bag.padding_idx)
+
+    def forward(self, input: torch.Tensor, offsets: torch.Tensor | None = None,
+                per_sample_weights: torch.Tensor | None = None) -> torch.Tensor:
+        input = _cpu("input", input)
+        if per_sample_weights is not None:
+            per_sample_weights = _cpu("per_sample_weights", per_sample_weights)
+            if per_sample_weights.shape != input.shape:
+                raise qemb.InvalidArgument(f"per_sample_weights has shape {tuple(per_sample_weights.shape)}; "
+                                           f"it needs the shape of input, {tuple(input.shape)}")
+        if input.dim() == 2:
+            # As nn.EmbeddingBag does: fixed-length bags become offsets, to which
+            # include_last_offset then applies.
+            if offsets is not None:
+                raise qemb.InvalidArgument("2-D input is a batch of fixed-length bags, one per row; "
+                                           "offsets must be None")
+            offsets = torch.arange(0, input.numel(), max(input.size(1), 1), dtype=torch.int64)
+            input = input.reshape(-1)
+            if per_sample_weights is not None:
+                per_sample_weights = per_sample_weights.reshape(-1)
+        elif input.dim() == 1:
+            if offsets is None:
+                raise qemb.InvalidArgument("1-D input needs offsets (a 1-D tensor of bag starts)")
+            offsets = _cpu("offsets", offsets)
+        else:
+            raise qemb.InvalidArgument(f"input must be 1-D (with offsets) or 2-D; got {input.dim()}-D")
+        if self.include_last_offset and offsets.dim() == 1 and offsets.numel() > 0:
+            # nn.EmbeddingBag ends the last bag at offsets[-1], ignoring any ids after it.
+            end = int(offsets[-1])
+            if 0 <= end < input.numel():
+                input = input[:end]
+                if per_sample_weights is not None:
+                    per_sample_weights = per_sample_weights[:end]
+        out = self.runtime.embedding_bag(
+            input.numpy(), offsets.numpy(), include_last_offset=self.include_last_offset,
+            per_sample_weights=None if per_sample_weights is None else per_sample_weights.numpy(),
+            mode=self.mode, padding_idx=self.padding_idx)
+        return torch.from_numpy(out)
+
+    def extra_repr(self) -> str:
+        a = self.artifact
+        return (f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode}, scheme={a.get('scheme')}, "
+                f"pattern={a.get('pattern')}, kernel={self.runtime.bag_kernel}")
 
 
 def _resolve(model: nn.Module, path: str):
@@ -103,14 +213,17 @@ def set_submodule(model: nn.Module, path: str, module: nn.Module) -> None:
 
 def quantize_embeddings(model: nn.Module, *, scheme="16a4w", qnn_sdk_version=None, mode="auto", pattern="auto",
                         threads=1) -> dict:
-    """Replaces every nn.Embedding inside `model` (at any depth) by a
-    QuantizedEmbedding of the same weight, in place. Returns {dotted path:
-    QuantizedEmbedding}. Every table is compiled before any is swapped, so
-    on an error the model is left unchanged."""
-    paths = [name for name, m in model.named_modules() if name and isinstance(m, nn.Embedding)]
-    replacements = {p: QuantizedEmbedding.from_embedding(get_submodule(model, p), scheme=scheme,
-                                                         qnn_sdk_version=qnn_sdk_version, mode=mode,
-                                                         pattern=pattern, threads=threads) for p in paths}
+    """Replaces every nn.Embedding and nn.EmbeddingBag inside `model` (at any
+    depth) by a QuantizedEmbedding or QuantizedEmbeddingBag of the same weight,
+    in place. Returns {dotted path: replacement}. Every table is compiled
+    before any is swapped, so on an error the model is left unchanged."""
+    options = dict(scheme=scheme, qnn_sdk_version=qnn_sdk_version, mode=mode, pattern=pattern, threads=threads)
+    replacements = {}
+    for name, m in model.named_modules():
+        if name and isinstance(m, nn.Embedding):
+            replacements[name] = QuantizedEmbedding.from_embedding(m, **options)
+        elif name and isinstance(m, nn.EmbeddingBag):
+            replacements[name] = QuantizedEmbeddingBag.from_embedding_bag(m, **options)
     for p, module in replacements.items():
         set_submodule(model, p, module)
     return replacements

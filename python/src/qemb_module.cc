@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "qemb/compiler.h"
+#include "qemb/embedding_bag.h"
 #include "qemb/eval.h"
 #include "qemb/inspect.h"
 #include "qemb/runtime.h"
@@ -106,7 +108,7 @@ bool native_order(char order) { return order == '=' || order == '|' || order == 
 constexpr int kCContiguous = py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_;
 constexpr int kWriteable = py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
 
-Ids as_ids(const py::handle& obj) {
+Ids as_ids(const py::handle& obj, const char* what = "ids") {
   Ids ids;
   const bool given_array = py::isinstance<py::array>(obj);
   if (given_array) {
@@ -131,9 +133,11 @@ Ids as_ids(const py::handle& obj) {
   if (!given_array && a.size() == 0) {  // [] is an empty list of ids, not of floats
     a = numpy().attr("empty")(a.attr("shape"), "int64");
   } else if (kind != 'i' && kind != 'u') {
-    throw_error(ErrorCode::kInvalidArgument, "ids must be integers (int32 or int64); got " + dtype_name(dt));
+    throw_error(ErrorCode::kInvalidArgument,
+                std::string(what) + " must be integers (int32 or int64); got " + dtype_name(dt));
   } else if (kind == 'u' && itemsize == 8) {
-    throw_error(ErrorCode::kInvalidArgument, "ids of dtype uint64 may not fit int64; pass int64 or int32 ids");
+    throw_error(ErrorCode::kInvalidArgument,
+                std::string(what) + " of dtype uint64 may not fit int64; pass int64 or int32 " + what);
   }
   dt = a.dtype();
   const bool in_place = dt.kind() == 'i' && (dt.itemsize() == 4 || dt.itemsize() == 8) && native_order(dt) &&
@@ -149,6 +153,17 @@ Ids as_ids(const py::handle& obj) {
   ids.data = a.data();
   ids.array = std::move(a);
   return ids;
+}
+
+std::string shape_text(const std::vector<py::ssize_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+IntSpan int_span(const Ids& ids) {
+  if (ids.is32) return std::span<const int32_t>(static_cast<const int32_t*>(ids.data), ids.count);
+  return std::span<const int64_t>(static_cast<const int64_t*>(ids.data), ids.count);
 }
 
 // ---- the runtime ----------------------------------------------------------
@@ -249,6 +264,8 @@ class Runtime {
   }
 
   py::object describe() const { return json_to_py(describe_artifact(*rt_)); }
+  const EmbeddingRuntime& runtime() const { return *rt_; }
+  std::string bag_kernel() const { return bag_kernel_name(*rt_); }
   int64_t vocab_size() const { return rt_->vocab_size(); }
   int64_t dim() const { return rt_->dim(); }
   py::tuple activation() const { return py::make_tuple(rt_->activation().scale, rt_->activation().offset()); }
@@ -268,12 +285,6 @@ class Runtime {
     std::span<const int64_t> span(static_cast<const int64_t*>(ids.data), ids.count);
     if constexpr (std::is_same_v<T, uint16_t>) return rt_->lookup(span, dst);
     else return rt_->lookup_dequantized(span, dst);
-  }
-
-  static std::string shape_text(const std::vector<py::ssize_t>& shape) {
-    std::string s = "(";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + (shape.size() == 1 ? ",)" : ")");
   }
 
   // `out=` is written in place, so it must be exactly what the lookup writes.
@@ -313,6 +324,191 @@ class Runtime {
   std::string path_;
   std::unique_ptr<EmbeddingRuntime> rt_;
 };
+
+
+// ---- pooled lookups (EmbeddingBag) ---------------------------------------------
+
+// One table's share of a pooled call, with the arrays it reads kept alive.
+struct BagSpec {
+  Ids ids, bounds;
+  py::array weights;
+  std::vector<int64_t> fixed_lengths;  // 2-D ids: B bags of one row each
+  TableBags bags;
+};
+
+void fill_bag_spec(BagSpec& spec, const Runtime& rt, const std::string& label, const py::handle& ids,
+                   const py::object& offsets, bool include_last_offset, const py::object& lengths,
+                   const py::object& per_sample_weights, const std::string& mode,
+                   const std::optional<int64_t>& padding_idx) {
+  const std::string where = label.empty() ? "" : label + ": ";
+  auto fail = [&](const std::string& message) { throw_error(ErrorCode::kInvalidArgument, where + message); };
+  spec.ids = as_ids(ids);
+  spec.bags.table = &rt.runtime();
+  spec.bags.indices = int_span(spec.ids);
+  const size_t ndim = spec.ids.shape.size();
+  if (!offsets.is_none() && !lengths.is_none()) fail("give offsets= or lengths=, not both");
+  if (include_last_offset && offsets.is_none())
+    fail("include_last_offset=True describes offsets=; " +
+         std::string(lengths.is_none() ? "give offsets" : "lengths take no last offset"));
+  if (ndim == 2) {
+    if (!offsets.is_none() || !lengths.is_none())
+      fail("2-D ids are bags of fixed length, one per row; offsets= and lengths= are for 1-D ids");
+    spec.fixed_lengths.assign(static_cast<size_t>(spec.ids.shape[0]), spec.ids.shape[1]);
+    spec.bags.boundaries = std::span<const int64_t>(spec.fixed_lengths);
+    spec.bags.kind = BagBoundaries::kLengths;
+  } else if (ndim == 1) {
+    if (offsets.is_none() && lengths.is_none())
+      fail("1-D ids need offsets= or lengths= to split them into bags (or pass 2-D ids, one bag per row)");
+    const bool given_offsets = !offsets.is_none();
+    const char* what = given_offsets ? "offsets" : "lengths";
+    spec.bounds = as_ids(given_offsets ? offsets : lengths, what);
+    if (spec.bounds.shape.size() != 1)
+      fail(std::string(what) + " must be 1-D; got shape " + shape_text(spec.bounds.shape));
+    spec.bags.boundaries = int_span(spec.bounds);
+    spec.bags.kind = !given_offsets          ? BagBoundaries::kLengths
+                     : include_last_offset ? BagBoundaries::kOffsetsWithLast
+                                           : BagBoundaries::kOffsets;
+  } else {
+    fail("ids must be 1-D (with offsets= or lengths=) or 2-D (one bag per row); got shape " +
+         shape_text(spec.ids.shape));
+  }
+  if (!per_sample_weights.is_none()) {
+    py::array w = py::isinstance<py::array>(per_sample_weights)
+                      ? py::reinterpret_borrow<py::array>(per_sample_weights)
+                      : py::array(numpy().attr("asarray")(per_sample_weights));
+    if (w.dtype().kind() != 'f')
+      fail("per_sample_weights must be floating point (float32); got " + dtype_name(w.dtype()));
+    if (!(w.dtype().kind() == 'f' && w.dtype().itemsize() == 4 && native_order(w.dtype()) &&
+          (w.flags() & py::array::c_style)))
+      w = numpy().attr("ascontiguousarray")(w, "float32");
+    std::vector<py::ssize_t> shape(w.shape(), w.shape() + w.ndim());
+    if (shape != spec.ids.shape)
+      fail("per_sample_weights has shape " + shape_text(shape) + "; it needs the shape of ids, " +
+           shape_text(spec.ids.shape));
+    spec.weights = w;
+    spec.bags.per_sample_weights = std::span<const float>(static_cast<const float*>(w.data()), spec.ids.count);
+  }
+  spec.bags.mode = take(parse_pool_mode(mode));
+  spec.bags.padding_idx = padding_idx;
+  spec.bags.name = label;
+}
+
+BagOutputType bag_output_type(const std::string& name) {
+  switch (take(parse_float_dtype(name))) {
+    case FloatDtype::kF16: return BagOutputType::kFloat16;
+    case FloatDtype::kBF16: return BagOutputType::kBFloat16;
+    default: return BagOutputType::kFloat32;
+  }
+}
+
+// Pools the specs into a new [B, sum D] array of `dtype`, or into `out`.
+py::array pool_specs(std::vector<BagSpec>& specs, const std::string& dtype, const py::object& out_obj) {
+  const BagOutputType type = bag_output_type(dtype);
+  std::vector<TableBags> tables;
+  tables.reserve(specs.size());
+  size_t total_dim = 0, total_values = 0;
+  for (const BagSpec& s : specs) {
+    tables.push_back(s.bags);
+    total_dim += static_cast<size_t>(s.bags.table->dim());
+    total_values += s.ids.count * static_cast<size_t>(s.bags.table->dim());
+  }
+  size_t batch = 0;
+  if (!tables.empty()) {
+    Result<size_t> b = bag_count(tables[0]);
+    if (!b.ok()) check(embedding_bags(tables, nullptr));  // raises the library's error, naming the table
+    batch = b.ok() ? *b : 0;
+  }
+  const std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(batch), static_cast<py::ssize_t>(total_dim)};
+  const char* np_dtype = type == BagOutputType::kFloat32 ? "float32"
+                         : type == BagOutputType::kFloat16 ? "float16"
+                                                           : "uint16";
+  py::array out;
+  if (out_obj.is_none()) {
+    out = numpy().attr("empty")(py::make_tuple(shape[0], shape[1]), np_dtype);
+  } else {
+    if (!py::isinstance<py::array>(out_obj))
+      throw_error(ErrorCode::kInvalidArgument,
+                  std::string("out must be a numpy.ndarray of ") + np_dtype + "; got " +
+                      py::type::handle_of(out_obj).attr("__name__").cast<std::string>());
+    out = py::reinterpret_borrow<py::array>(out_obj);
+    if (!out.dtype().equal(py::dtype(np_dtype)))
+      throw_error(ErrorCode::kInvalidArgument,
+                  "out has dtype " + dtype_name(out.dtype()) + "; this call writes " + np_dtype);
+    std::vector<py::ssize_t> got(out.shape(), out.shape() + out.ndim());
+    if (got != shape)
+      throw_error(ErrorCode::kInvalidArgument,
+                  "out has shape " + shape_text(got) + "; " + std::to_string(batch) + " bags of " +
+                      std::to_string(total_dim) + " columns need " + shape_text(shape));
+    if (!(out.flags() & py::array::c_style))
+      throw_error(ErrorCode::kInvalidArgument,
+                  "out is not C-contiguous; pass a contiguous array (numpy.empty(shape, dtype))");
+    if (!out.writeable()) throw_error(ErrorCode::kInvalidArgument, "out is read-only; pass a writable array");
+  }
+  void* dst = out.mutable_data();
+  auto call = [&]() -> Status {
+    if (type == BagOutputType::kFloat32) return embedding_bags(tables, static_cast<float*>(dst));
+    return embedding_bags(tables, type, static_cast<uint16_t*>(dst));
+  };
+  Status s;
+  if (total_values < kKeepGilValues) {
+    s = call();
+  } else {
+    py::gil_scoped_release release;
+    s = call();
+  }
+  check(s);
+  return out;
+}
+
+py::array runtime_embedding_bag(const Runtime& rt, const py::handle& ids, const py::object& offsets,
+                                bool include_last_offset, const py::object& lengths,
+                                const py::object& per_sample_weights, const std::string& mode,
+                                const std::optional<int64_t>& padding_idx, const std::string& dtype,
+                                const py::object& out) {
+  std::vector<BagSpec> specs(1);
+  fill_bag_spec(specs[0], rt, "", ids, offsets, include_last_offset, lengths, per_sample_weights, mode,
+                padding_idx);
+  return pool_specs(specs, dtype, out);
+}
+
+// qemb.embedding_bags([{"runtime": rt, "ids": ..., "offsets": ...}, ...]).
+py::array embedding_bags_of(const py::list& tables, const std::string& dtype, const py::object& out) {
+  static const char* const kKeys[] = {"runtime", "ids", "offsets", "include_last_offset", "lengths",
+                                      "per_sample_weights", "mode", "padding_idx", "name"};
+  if (tables.size() == 0) throw_error(ErrorCode::kInvalidArgument, "no tables to pool");
+  std::vector<BagSpec> specs(tables.size());
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const std::string at = "tables[" + std::to_string(t) + "]";
+    if (!py::isinstance<py::dict>(tables[t]))
+      throw_error(ErrorCode::kInvalidArgument,
+                  at + " is a " + py::type::handle_of(tables[t]).attr("__name__").cast<std::string>() +
+                      "; each table is a dict with runtime, ids and offsets or lengths");
+    py::dict d = tables[t].cast<py::dict>();
+    for (auto item : d) {
+      const std::string key = py::str(item.first).cast<std::string>();
+      if (std::none_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; }))
+        throw_error(ErrorCode::kInvalidArgument,
+                    at + " has an unknown key '" + key +
+                        "'; the keys are runtime, ids, offsets, include_last_offset, lengths, "
+                        "per_sample_weights, mode, padding_idx, name");
+    }
+    auto get = [&](const char* key) { return d.contains(key) ? py::object(d[key]) : py::object(py::none()); };
+    py::object rt = get("runtime");
+    if (!py::isinstance<Runtime>(rt))
+      throw_error(ErrorCode::kInvalidArgument, at + "['runtime'] must be a qemb.Runtime");
+    if (!d.contains("ids")) throw_error(ErrorCode::kInvalidArgument, at + " has no 'ids'");
+    const py::object mode = get("mode"), pad = get("padding_idx"), ilo = get("include_last_offset"),
+                     name = get("name");
+    std::string label = name.is_none() ? "table " + std::to_string(t) : "table " + std::to_string(t) + " ('" +
+                                                                            py::str(name).cast<std::string>() + "')";
+    fill_bag_spec(specs[t], rt.cast<const Runtime&>(), label, d["ids"], get("offsets"),
+                  ilo.is_none() ? false : ilo.cast<bool>(), get("lengths"), get("per_sample_weights"),
+                  mode.is_none() ? "sum" : mode.cast<std::string>(),
+                  pad.is_none() ? std::nullopt : std::optional<int64_t>(pad.cast<int64_t>()));
+    specs[t].bags.name = name.is_none() ? "" : py::str(name).cast<std::string>();
+  }
+  return pool_specs(specs, dtype, out);
+}
 
 // ---- compile, evaluate, fakequant ----------------------------------------------
 
@@ -581,6 +777,27 @@ dtype  "f32" (float32, the default), "f16" (numpy.float16) or "bf16"
        halves are the float32 y rounded to nearest even
 Same rules for ids and out (of that dtype) as lookup().)doc")
       .def("describe", &Runtime::describe, "The artifact's description: the fields of `qemb inspect --json`.")
+      .def_property_readonly("bag_kernel", &Runtime::bag_kernel,
+                             "The pooled kernel for int64 ids, e.g. 'requant_bag_s4_i64[AVX2]'.")
+      .def("embedding_bag", &runtime_embedding_bag, arg("ids"), arg("offsets") = py::none(), py::kw_only(),
+           arg("include_last_offset") = false, arg("lengths") = py::none(), arg("per_sample_weights") = py::none(),
+           arg("mode") = "sum", arg("padding_idx") = py::none(), arg("dtype") = "f32", arg("out") = py::none(),
+           R"doc(Pooled lookup (nn.EmbeddingBag): each bag's dequantized rows reduced to one row.
+
+ids                  1-D ids split by offsets= or lengths=, or 2-D [B, L]: B bags of L ids
+offsets              B bag starts (PyTorch's default), or B + 1 with include_last_offset=True
+                     (the last equal to len(ids))
+lengths              B bag lengths, instead of offsets
+per_sample_weights   one float per id, the shape of ids (mode "sum" only)
+mode                 "sum" or "mean" (an empty bag gives 0)
+padding_idx          ids equal to it add nothing and do not count (negative: from the end)
+dtype                "f32" (float32), "f16" (numpy.float16) or "bf16" (bfloat16 bit
+                     patterns as uint16), the halves rounded once from float32
+out                  optional array of shape (B, dim) and that dtype, written in place
+
+Sums run in float32, in index order, the same bits on every instruction set.
+Bad input raises InvalidArgument (an id out of range IdOutOfRange, naming its
+bag, position and value) and writes nothing.)doc")
       .def("_time_cpp_lookup", &Runtime::time_cpp_lookup, arg("ids"), arg("out"), arg("repeats"),
            "Seconds for `repeats` C++ lookups into out, without Python in between (for benchmarks).")
       .def("__repr__", [](const Runtime& r) {
@@ -588,6 +805,15 @@ Same rules for ids and out (of that dtype) as lookup().)doc")
                ", dim=" + std::to_string(r.dim()) + ", kernel='" + r.kernel() + "')";
       });
 
+  m.def("embedding_bags", &embedding_bags_of, arg("tables"), py::kw_only(), arg("dtype") = "f32",
+        arg("out") = py::none(),
+        R"doc(Pools several tables in one call (table-batched): a [B, sum of dims] array with
+each table's columns after those of the tables before it.
+
+tables  a list of dicts, one per table: runtime (a qemb.Runtime), ids, and the
+        other arguments of Runtime.embedding_bag (offsets, include_last_offset,
+        lengths, per_sample_weights, mode, padding_idx), plus name (for messages)
+dtype, out as for Runtime.embedding_bag. Every table needs the same number of bags.)doc");
   m.def("compile", &compile, arg("source"), py::kw_only(), arg("tensor") = py::none(), arg("scheme") = "16a4w",
         arg("pattern") = "auto", arg("qnn_sdk_version") = py::none(), arg("calibration_tokens") = py::none(),
         arg("mode") = "auto", arg("memory_budget") = py::none(), arg("threads") = 0, arg("out") = py::none(),

@@ -130,6 +130,23 @@ def table_checkpoint(session_dir):
     return table, path
 
 
+def pool_reference(rows, ids, offsets, weights=None, mode="sum", padding_idx=None):
+    """The contract: per bag, acc = +0.0f, then acc + (w * y) per non-padding id in
+    index order, each a float32 operation; mean divides by the count."""
+    out = np.zeros((len(offsets) - 1, rows.shape[1]), dtype=np.float32)
+    for b in range(len(offsets) - 1):
+        acc = np.zeros(rows.shape[1], dtype=np.float32)
+        count = 0
+        for i in range(offsets[b], offsets[b + 1]):
+            if padding_idx is not None and ids[i] == padding_idx:
+                continue
+            y = rows[i]
+            acc = acc + (np.float32(weights[i]) * y if weights is not None else y)
+            count += 1
+        out[b] = acc / np.float32(count) if mode == "mean" and count else acc
+    return out
+
+
 def artifact_for(checkpoint, out, scheme, pattern, mode):
     run_cli("compile", checkpoint, "--scheme", scheme, "--qnn-sdk-version", PATTERNS[pattern],
             "--pattern", pattern, "--mode", mode, "--quiet", "-o", out)

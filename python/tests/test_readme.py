@@ -51,7 +51,7 @@ def test_stubs_cover_the_public_api():
 
 
 def test_docstrings():
-    for name in ["Runtime", "compile", "evaluate", "fakequant", "Artifact", "Error"]:
+    for name in ["Runtime", "compile", "evaluate", "fakequant", "Artifact", "Error", "embedding_bags"]:
         assert getattr(qemb, name).__doc__, name
-    for name in ["lookup", "lookup_dequantized", "describe"]:
+    for name in ["lookup", "lookup_dequantized", "describe", "embedding_bag"]:
         assert getattr(qemb.Runtime, name).__doc__, name
