@@ -168,6 +168,8 @@ HWY_INLINE void RequantGatherS8(const RequantGatherParams& p, const int64_t* ids
   const size_t NF = hn::Lanes(df);
   const ActivationVec<DF> a(df, p.act);
   const LegacyVec<DF> legacy(df, p.max_scale, 127);
+  const Q16IntVec<DF> q16(df, p.act);
+  const auto max16 = hn::Set(di, 65535);
   const size_t dim = p.dim;
   const int8_t* weights = reinterpret_cast<const int8_t*>(p.weights);
 
@@ -187,13 +189,16 @@ HWY_INLINE void RequantGatherS8(const RequantGatherParams& p, const int64_t* ids
       const auto q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, row + j)));
       auto x = hn::Mul(s, q);  // the dequantized weight s_r * q
       if constexpr (kLegacy) x = LegacyRequantized(df, x, legacy);
-      const auto v = Q16(df, x, a);
+      const auto r = Q16Unclamped(df, x, q16);
       if constexpr (K == OutKind::kU16) {
-        hn::StoreU(hn::TruncateTo(du16, Q16Bits(df, v)), du16, o + j);
-      } else if constexpr (K == OutKind::kF32) {
-        hn::StoreU(DequantizeQ16(v, a), df, o + j);
+        hn::StoreU(hn::DemoteTo(du16, r), du16, o + j);  // saturates to [0, 65535]
       } else {
-        hn::StoreU(hn::TruncateTo(du16, HalfBits<K>(df, DequantizeQ16(v, a))), du16, o + j);
+        const auto v = hn::ConvertTo(df, hn::Min(hn::Max(r, hn::Zero(di)), max16));
+        if constexpr (K == OutKind::kF32) {
+          hn::StoreU(DequantizeQ16(v, a), df, o + j);
+        } else {
+          hn::StoreU(hn::TruncateTo(du16, HalfBits<K>(df, DequantizeQ16(v, a))), du16, o + j);
+        }
       }
     }
     for (; j < dim; ++j) {
@@ -545,6 +550,8 @@ HWY_INLINE void RequantBagS8(const RequantGatherParams& p, const Id* ids, const 
   const size_t NF = hn::Lanes(df);
   const ActivationVec<DF> a(df, p.act);
   const LegacyVec<DF> legacy(df, p.max_scale, 127);
+  const Q16IntVec<DF> q16(df, p.act);
+  const auto max16 = hn::Set(di, 65535);
   const size_t dim = p.dim;
   const int8_t* weights = reinterpret_cast<const int8_t*>(p.weights);
   PoolBags(
