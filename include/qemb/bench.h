@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -38,5 +40,33 @@ struct BenchResult {
 
 // The runtime's thread count is used for both the kernel and the baseline.
 Result<BenchResult> run_bench(const EmbeddingRuntime& runtime, const BenchOptions& options);
+
+// run_bench over a range of batch sizes, hot and cold: what `qemb bench
+// --report` plots. Every point is its own same-run pair (kernel, memcpy).
+struct BenchSweep {
+  std::string artifact;  // a name for the page, e.g. the artifact's path
+  std::string kernel, isa;
+  int threads = 1;
+  bool dequantize = false;
+  int64_t vocab = 0, dim = 0;
+  size_t row_bytes_read = 0;  // stored bytes a row, what the memcpy gather copies
+  std::vector<BenchResult> hot, cold;  // one per batch size, in increasing order
+  nlohmann::json to_json() const;
+};
+
+// Powers of 4 from 1 to 16384.
+std::vector<size_t> default_sweep_batches();
+
+// `options.batch` and `options.cold` are set per point; pooled lookups are
+// not swept (options.pooling must be 0).
+Result<BenchSweep> run_bench_sweep(const EmbeddingRuntime& runtime, const BenchOptions& options,
+                                   const std::vector<size_t>& batches, const std::string& artifact_name);
+
+// One self-contained HTML page (inline SVG, nothing fetched): rows/s against
+// batch size on log axes for the kernel and its memcpy roofline, hot and
+// cold, and the numbers as a table.
+std::string render_bench_report(const BenchSweep& sweep);
+// Written as every output file is (qemb/file.h: atomic, '-' is standard output).
+Status write_bench_report(const BenchSweep& sweep, const std::string& path);
 
 }  // namespace qemb

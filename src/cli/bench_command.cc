@@ -3,12 +3,14 @@
 #include "cli/cli.h"
 #include "qemb/json_text.h"
 #include "qemb/bench.h"
+#include "qemb/file.h"
+#include "qemb/strings.h"
 
 namespace qemb::cli {
 
 void add_bench_command(CLI::App& app, Action& run) {
   struct Flags {
-    std::string artifact, verify = "header";
+    std::string artifact, verify = "header", report;
     size_t batch = 2048, pooling = 20;
     int threads = 1;
     bool cold = false, json = false, dequantize = false, bags = false;
@@ -18,17 +20,25 @@ void add_bench_command(CLI::App& app, Action& run) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Measure the artifact's lookup kernel against a memcpy gather in the same run");
   cmd->add_option("artifact", f->artifact, ".qemb artifact")->required();
-  cmd->add_option("--batch", f->batch, "ids per lookup (bags per call with --bags)")
-      ->check(count_rule(1, kMaxBenchBatch))
-      ->capture_default_str();
-  cmd->add_flag("--bags", f->bags, "pooled lookups (EmbeddingBag, sum): --batch bags of --pooling ids");
+  CLI::Option* batch = cmd->add_option("--batch", f->batch, "ids per lookup (bags per call with --bags)")
+                           ->check(count_rule(1, kMaxBenchBatch))
+                           ->capture_default_str();
+  CLI::Option* bags =
+      cmd->add_flag("--bags", f->bags, "pooled lookups (EmbeddingBag, sum): --batch bags of --pooling ids");
   cmd->add_option("--pooling", f->pooling, "ids per bag with --bags")
       ->check(count_rule(0, kMaxBenchBatch))
       ->capture_default_str();
   cmd->add_option("--threads", f->threads, "threads (0 = one per core)")
       ->check(count_rule(0, kMaxThreads))
       ->capture_default_str();
-  cmd->add_flag("--cold", f->cold, "fresh random ids over the whole table (default: a hot set of 1024 ids)");
+  CLI::Option* cold =
+      cmd->add_flag("--cold", f->cold, "fresh random ids over the whole table (default: a hot set of 1024 ids)");
+  cmd->add_option("--report", f->report,
+                  "sweep batch sizes 1, 4, ..., 16384, hot and cold, and write an HTML page plotting rows/s of the "
+                  "kernel and the memcpy roofline ('-' is standard output)")
+      ->excludes(batch)
+      ->excludes(bags)
+      ->excludes(cold);
   cmd->add_flag("--dequantize", f->dequantize, "float32 output");
   cmd->add_option("--seconds", f->seconds, "minimum time per measurement")
       ->check(seconds_rule(kMaxBenchSeconds))
@@ -53,6 +63,33 @@ void add_bench_command(CLI::App& app, Action& run) {
       bo.cold = f->cold;
       bo.dequantize = f->dequantize;
       bo.min_seconds = f->seconds;
+      if (!f->report.empty()) {
+        if (f->report == kStdioPath && f->json)
+          return make_error(ErrorCode::kInvalidArgument,
+                            "--report - and --json both write to standard output: give one of them a file");
+        if (same_file(f->report, f->artifact))
+          return make_error(ErrorCode::kInvalidArgument,
+                            "the report path '" + f->report + "' is the input artifact; choose another path");
+        QEMB_ASSIGN_OR_RETURN(BenchSweep sweep, run_bench_sweep(*rt, bo, default_sweep_batches(), f->artifact));
+        QEMB_RETURN_IF_ERROR(write_bench_report(sweep, f->report));
+        if (f->json) {
+          std::printf("%s\n", json_text(sweep.to_json(), 2).c_str());
+          return Status::Ok();
+        }
+        std::FILE* out = summary_stream(f->report);
+        std::fprintf(out, "kernel:   %s (%d thread%s, %s output)\n", sweep.kernel.c_str(), sweep.threads,
+                     sweep.threads == 1 ? "" : "s", f->dequantize ? "float32" : "uint16");
+        std::fprintf(out, "%8s %12s %12s %7s %12s %12s %7s\n", "batch", "hot rows/s", "memcpy", "ratio", "cold rows/s",
+                     "memcpy", "ratio");
+        for (size_t i = 0; i < sweep.hot.size(); ++i) {
+          const BenchResult& h = sweep.hot[i];
+          const BenchResult& c = sweep.cold[i];
+          std::fprintf(out, "%8zu %12.3g %12.3g %6.2fx %12.3g %12.3g %6.2fx\n", h.batch, h.rows_per_s,
+                       h.baseline_rows_per_s, h.ratio, c.rows_per_s, c.baseline_rows_per_s, c.ratio);
+        }
+        std::fprintf(out, "report:   %s\n", escape_control(f->report).c_str());
+        return Status::Ok();
+      }
       QEMB_ASSIGN_OR_RETURN(BenchResult r, run_bench(*rt, bo));
       if (f->json) {
         std::printf("%s\n", json_text(r.to_json(), 2).c_str());
