@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <vector>
 
 #include "qemb/compiler.h"
 #include "qemb/safetensors.h"
@@ -83,23 +85,33 @@ class SafetensorsRows final : public RowSource {
 };
 
 // Releases consumed input in windows of about 8 MiB of float rows, each once,
-// by the chunk that crosses its end: a madvise per small chunk would split
-// the huge mappings the page cache may use and flush TLBs on every core each
-// time. A window may still hold rows another worker is reading; those pages
-// only fault back in.
+// when the last of its rows is done (whichever worker finishes it): a madvise
+// per small chunk would split the huge mappings the page cache may use and
+// flush TLBs on every core each time, and a window released while another
+// worker still reads it would fault back in and stay.
 class ReleaseWindows {
  public:
   ReleaseWindows(const RowSource& src, int64_t chunk)
-      : src_(src), window_(std::max<int64_t>(chunk, (int64_t{8} << 20) / (src.dim() * 4))) {}
+      : src_(src),
+        window_(std::max<int64_t>(chunk, (int64_t{8} << 20) / (std::max<int64_t>(src.dim(), 1) * 4))),
+        left_(static_cast<size_t>((src.rows() + window_ - 1) / window_)) {
+    for (size_t w = 0; w < left_.size(); ++w) {
+      const int64_t begin = static_cast<int64_t>(w) * window_;
+      left_[w].store(std::min(src.rows(), begin + window_) - begin, std::memory_order_relaxed);
+    }
+  }
   void done(int64_t begin, int64_t end) const {
-    const int64_t crossed = end / window_;
-    if (crossed > begin / window_) src_.release((crossed - 1) * window_, crossed * window_);
-    if (end == src_.rows() && crossed * window_ < src_.rows()) src_.release(crossed * window_, src_.rows());
+    for (int64_t w = begin / window_; w * window_ < end; ++w) {
+      const int64_t lo = std::max(begin, w * window_), hi = std::min(end, (w + 1) * window_);
+      if (left_[static_cast<size_t>(w)].fetch_sub(hi - lo, std::memory_order_acq_rel) == hi - lo)
+        src_.release(w * window_, std::min(src_.rows(), (w + 1) * window_));
+    }
   }
 
  private:
   const RowSource& src_;
   int64_t window_;
+  mutable std::vector<std::atomic<int64_t>> left_;  // rows of each window not yet done
 };
 
 }  // namespace qemb
