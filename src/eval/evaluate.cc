@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "compiler/row_pass.h"
+#include "eval/metric_kernels.h"
 #include "qemb/eval.h"
 #include "qemb/file.h"
 #include "qemb/quantize_kernels.h"
@@ -50,93 +51,10 @@ Status check_eval_ids(const std::vector<int64_t>& ids, int64_t rows, const char*
   return Status::Ok();
 }
 
-// Histogram::add(std::log10(a)) for a > 0 without a logarithm per value:
-// the smallest a of each bin is found once by bisection over the doubles, a
-// value is placed by its exponent and leading mantissa bits and one or two
-// comparisons, and a value within a few ulps of a bin edge takes the
-// logarithm, so the bins are exactly those of the plain computation.
-class LogBinner {
- public:
-  explicit LogBinner(const Histogram& h) : h_(h), n_(static_cast<int>(h.counts.size())) {
-    // edge_[c] (c = 1 .. n + 1): the smallest positive double whose category
-    // is at least c (0 below, 1 + bin, n + 1 above).
-    edge_.assign(static_cast<size_t>(n_) + 2, 0.0);
-    for (int c = 1; c <= n_ + 1; ++c) {
-      uint64_t lo = 1, hi = bits(kInf);  // category(lo) may already be >= c
-      if (category_slow(from_bits(lo)) >= c) {
-        edge_[static_cast<size_t>(c)] = from_bits(lo);
-        continue;
-      }
-      while (hi - lo > 1) {  // category(lo) < c <= category(hi)
-        const uint64_t mid = lo + (hi - lo) / 2;
-        (category_slow(from_bits(mid)) >= c ? hi : lo) = mid;
-      }
-      edge_[static_cast<size_t>(c)] = from_bits(hi);
-    }
-    key_lo_ = key(edge_[1]);
-    const uint64_t key_hi = key(edge_[static_cast<size_t>(n_) + 1]);
-    start_.resize(static_cast<size_t>(key_hi - key_lo_ + 1));
-    for (uint64_t k = key_lo_; k <= key_hi; ++k) start_[k - key_lo_] = count_edges(from_bits(k << kKeyShift));
-  }
-
-  // The category of |e| > 0: 0 below, 1 + bin, n + 1 above.
-  int category(double a) const {
-    const uint64_t k = key(a);
-    if (k < key_lo_) return 0;
-    if (k - key_lo_ >= start_.size()) return n_ + 1;
-    int c = start_[k - key_lo_];
-    while (c <= n_ && a >= edge_[static_cast<size_t>(c) + 1]) ++c;
-    const bool near_lower = c >= 1 && a <= edge_[static_cast<size_t>(c)] * (1 + 1e-12);
-    const bool near_upper = c <= n_ && a >= edge_[static_cast<size_t>(c) + 1] * (1 - 1e-12);
-    return near_lower || near_upper ? category_slow(a) : c;
-  }
-  static void add(Histogram& h, int category) {
-    if (category == 0) {
-      ++h.below;
-    } else if (category > static_cast<int>(h.counts.size())) {
-      ++h.above;
-    } else {
-      ++h.counts[static_cast<size_t>(category - 1)];
-    }
-  }
-
- private:
-  static constexpr int kKeyShift = 48;  // sign, exponent and 4 mantissa bits
-  static uint64_t bits(double v) {
-    uint64_t b;
-    std::memcpy(&b, &v, 8);
-    return b;
-  }
-  static double from_bits(uint64_t b) {
-    double v;
-    std::memcpy(&v, &b, 8);
-    return v;
-  }
-  static uint64_t key(double a) { return bits(a) >> kKeyShift; }
-  int count_edges(double a) const {
-    int c = 0;
-    while (c <= n_ && a >= edge_[static_cast<size_t>(c) + 1]) ++c;
-    return c;
-  }
-  // Exactly Histogram::add(std::log10(a)).
-  int category_slow(double a) const {
-    const double v = std::log10(a);
-    if (v < h_.lo) return 0;
-    if (v >= h_.hi) return n_ + 1;
-    auto bin = static_cast<size_t>((v - h_.lo) / (h_.hi - h_.lo) * static_cast<double>(n_));
-    return static_cast<int>(std::min(bin, static_cast<size_t>(n_) - 1)) + 1;
-  }
-
-  Histogram h_;
-  int n_;
-  std::vector<double> edge_;
-  uint64_t key_lo_ = 0;
-  std::vector<int> start_;
-};
-
-// Floating-point sums of one (scheme, pattern) over one chunk of rows, in row
-// order; chunks are added in chunk order, so the totals do not depend on the
-// thread count.
+// Floating-point sums of one (scheme, pattern) over one chunk of rows: each
+// row's sums (metric_kernels.h: fixed partials by column), added in row order;
+// chunks are added in chunk order, so the totals depend on neither the thread
+// count nor the instruction set.
 struct Sums {
   double e2 = 0, abs_e = 0, we2 = 0, abs_we = 0, ae2 = 0, abs_ae = 0, cos = 0;
   void add(const Sums& o) {
@@ -149,7 +67,8 @@ struct Sums {
 struct Partial {
   double max_e = 0, max_we = 0, max_ae = 0;
   int64_t collapsed = 0;
-  Histogram errors, cosines, scales;
+  std::vector<uint64_t> errors;  // kErrorCopies copies of the error categories
+  Histogram cosines, scales;
   std::vector<RowError> worst;    // a heap: the least bad of the kept rows first
   std::vector<double> low_cos;    // a heap of the smallest cosines: the largest first
 };
@@ -157,27 +76,6 @@ struct Partial {
 bool worse(const RowError& l, const RowError& r) {
   return l.rel_err != r.rel_err ? l.rel_err > r.rel_err : l.row < r.row;
 }
-
-// Per row, for each q in [-qmax, qmax]: the output level, y and w of a pattern.
-struct RowTable {
-  std::vector<uint16_t> level;
-  std::vector<float> y, w;
-  void fill(Pattern p, float s, float max_scale, int qmax, const ActivationEncoding& act) {
-    const size_t n = static_cast<size_t>(2 * qmax + 1);
-    level.resize(n), y.resize(n), w.resize(n);
-    for (int q = -qmax; q <= qmax; ++q) {
-      const size_t i = static_cast<size_t>(q + qmax);
-      if (p == Pattern::kOptimized) {
-        level[i] = optimized_output(s, q, act);
-        w[i] = s * static_cast<float>(q);
-      } else {
-        level[i] = legacy_output(s, q, max_scale, qmax, act);
-        w[i] = max_scale * static_cast<float>(legacy_intermediate(s, q, max_scale, qmax));
-      }
-      y[i] = dequantize_activation(level[i], act);
-    }
-  }
-};
 
 void merge_into(Histogram& into, const Histogram& h) {
   for (size_t i = 0; i < into.counts.size(); ++i) into.counts[i] += h.counts[i];
@@ -367,7 +265,6 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
   error_hist.lo = top - decades;
   error_hist.hi = top;
   error_hist.counts.assign(static_cast<size_t>(decades * per_decade), 0);
-  const LogBinner binner(error_hist);
   // Per-row cosines as log10(1 - cos) (exact 1s counted apart), for the CDF.
   Histogram cos_hist;
   cos_hist.lo = -static_cast<double>(kCosDecades);
@@ -406,17 +303,29 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
   const int64_t n_chunks = (n_rows + chunk - 1) / chunk;
   std::vector<Sums> sums(static_cast<size_t>(n_chunks) * n_results);
   std::vector<double> sum_x2(static_cast<size_t>(n_chunks), 0.0);
+  const MetricKernelSet& mk = best_metric_kernels();
+  ValueBins value_bins;
+  value_bins.lo = value_hist.lo;
+  value_bins.hi = value_hist.hi;
+  value_bins.n = static_cast<int>(value_hist.counts.size());
+  value_bins.clip_lo = report.act_range_lo - half_step;
+  value_bins.clip_hi = report.act_range_hi + half_step;
+  ErrorBins error_bins;
+  error_bins.lo = error_hist.lo;
+  error_bins.hi = error_hist.hi;
+  error_bins.n = static_cast<int>(error_hist.counts.size());
+  const size_t error_stride = static_cast<size_t>(error_bins.n) + 4;
   struct Worker {
     std::vector<Partial> partial;
-    Histogram values;
+    std::vector<uint64_t> values;  // value categories: below, the bins, above
     int64_t clipped = 0;
   };
   std::vector<Worker> workers(static_cast<size_t>(threads));
   for (Worker& w : workers) {
-    w.values = value_hist;
+    w.values.assign(value_hist.counts.size() + 2, 0);
     w.partial.resize(n_results);
     for (size_t k = 0; k < n_results; ++k) {
-      w.partial[k].errors = error_hist;
+      w.partial[k].errors.assign(error_counts_size(error_bins.n), 0);
       w.partial[k].cosines = cos_hist;
       w.partial[k].scales = info[k / 2].scales;
     }
@@ -424,13 +333,14 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
   const ReleaseWindows release_eval(src, chunk);
   QEMB_RETURN_IF_ERROR(parallel_rows(n_rows, chunk, threads, "eval", options.progress,
                                      [&](int worker, int64_t begin, int64_t end) -> Status {
-    thread_local std::vector<float> x;
+    thread_local std::vector<float> x, y_tab, w_tab;
     thread_local std::vector<int8_t> q;
-    thread_local std::vector<uint8_t> packed;
-    thread_local RowTable table;
+    thread_local std::vector<uint32_t> slow;
     x.resize(static_cast<size_t>(dim));
     q.resize(static_cast<size_t>(dim));
-    packed.resize(static_cast<size_t>((dim + 1) / 2));
+    slow.resize(static_cast<size_t>(dim));
+    y_tab.resize(kPatternTableSize);
+    w_tab.resize(kPatternTableSize);
     Worker& wk = workers[static_cast<size_t>(worker)];
     const int64_t c = begin / chunk;
     Sums* chunk_sums = &sums[static_cast<size_t>(c) * n_results];
@@ -438,68 +348,42 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
     for (int64_t i = begin; i < end; ++i) {
       const int64_t r = row_at(i);
       QEMB_RETURN_IF_ERROR(src.read(r, r + 1, x.data()));
-      bool row_constant = true;
-      float amax = 0.0f;
-      for (int64_t j = 0; j < dim; ++j) {
-        const float xf = x[static_cast<size_t>(j)];
-        const double xv = xf;
-        chunk_x2 += xv * xv;
-        wk.values.add(xv);
-        if (xv < report.act_range_lo - half_step || xv > report.act_range_hi + half_step) ++wk.clipped;
-        row_constant = row_constant && xf == x[0];
-        amax = std::max(amax, std::fabs(xf));
-      }
-      double nx2 = 0;
-      for (int64_t j = 0; j < dim; ++j) nx2 += static_cast<double>(x[static_cast<size_t>(j)]) * x[static_cast<size_t>(j)];
+      RowValues rv;
+      mk.row_values(x.data(), static_cast<size_t>(dim), value_bins, &rv, wk.values.data());
+      wk.clipped += rv.clipped;
+      chunk_x2 += rv.x2;
+      const double nx2 = rv.x2;
       for (size_t si = 0; si < n_schemes; ++si) {
         const SchemeInfo& sch = info[si];
-        const float s = row_scale_from_amax(amax, sch.qmax);
-        if (sch.bits == 8) {
-          qk.quantize_row_s8(x.data(), static_cast<size_t>(dim), s, q.data());
-        } else {
-          qk.quantize_row_s4(x.data(), static_cast<size_t>(dim), s, packed.data());
-          for (int64_t j = 0; j < dim; ++j) {
-            const uint8_t byte = packed[static_cast<size_t>(j / 2)];
-            const uint8_t nib = j % 2 ? static_cast<uint8_t>(byte >> 4) : static_cast<uint8_t>(byte & 0xF);
-            q[static_cast<size_t>(j)] = static_cast<int8_t>(static_cast<int8_t>(nib << 4) >> 4);
-          }
-        }
+        const float s = row_scale_from_amax(rv.amax, sch.qmax);
+        mk.quantize_row(x.data(), static_cast<size_t>(dim), s, sch.qmax, q.data());
         for (int p = 0; p < 2; ++p) {
           const size_t k = 2 * si + static_cast<size_t>(p);
           Partial& a = wk.partial[k];
           Sums& sm = chunk_sums[k];
-          table.fill(patterns[p], s, sch.max_scale, sch.qmax, report.act);
-          const uint16_t* lv = table.level.data();
-          const float* yt = table.y.data();
-          const float* wt = table.w.data();
-          double dot = 0, ny2 = 0, ne2 = 0, row_max = 0;
-          const int first = q[0] + sch.qmax;
-          bool one_level = true;
-          for (int64_t j = 0; j < dim; ++j) {
-            const int qi = q[static_cast<size_t>(j)] + sch.qmax;
-            const double xv = x[static_cast<size_t>(j)], yv = yt[qi], wv = wt[qi];
-            const double e = yv - xv, we = wv - xv, ae = yv - wv;
-            dot += xv * yv;
-            ny2 += yv * yv;
-            ne2 += e * e;
-            row_max = std::max(row_max, std::abs(e));
-            sm.abs_e += std::abs(e);
-            sm.we2 += we * we;
-            sm.abs_we += std::abs(we);
-            a.max_we = std::max(a.max_we, std::abs(we));
-            sm.ae2 += ae * ae;
-            sm.abs_ae += std::abs(ae);
-            a.max_ae = std::max(a.max_ae, std::abs(ae));
-            one_level = one_level && lv[qi] == lv[first];
-            if (e == 0.0) {
-              a.errors.zeros++;
-            } else {
-              LogBinner::add(a.errors, binner.category(std::abs(e)));
-            }
+          mk.pattern_tables(patterns[p] == Pattern::kLegacy, s, sch.max_scale, sch.qmax, report.act, y_tab.data(),
+                            w_tab.data());
+          PatternRow pr;
+          const size_t n_slow = mk.pattern_row(x.data(), q.data(), static_cast<size_t>(dim), sch.qmax, y_tab.data(),
+                                               w_tab.data(), error_bins, &pr, a.errors.data(), slow.data());
+          for (size_t z = 0; z < n_slow; ++z) {  // near a bin edge: the plain std::log10
+            const size_t col = slow[z];
+            const double e = static_cast<double>(y_tab[static_cast<size_t>(q[col] + sch.qmax)]) -
+                             static_cast<double>(x[col]);
+            ++a.errors[e == 0.0 ? static_cast<size_t>(error_bins.n) + 2
+                                : static_cast<size_t>(exact_error_category(std::abs(e), error_bins))];
           }
+          const double ne2 = pr.e2, dot = pr.dot, ny2 = pr.y2, row_max = pr.max_e;
           sm.e2 += ne2;
+          sm.abs_e += pr.abs_e;
+          sm.we2 += pr.we2;
+          sm.abs_we += pr.abs_we;
+          sm.ae2 += pr.ae2;
+          sm.abs_ae += pr.abs_ae;
           a.max_e = std::max(a.max_e, row_max);
-          if (one_level && !row_constant) ++a.collapsed;
+          a.max_we = std::max(a.max_we, pr.max_we);
+          a.max_ae = std::max(a.max_ae, pr.max_ae);
+          if (pr.y_min == pr.y_max && !rv.constant) ++a.collapsed;
           RowError re;
           re.row = r;
           re.row_scale = s;
@@ -546,9 +430,12 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
   for (double v : sum_x2) total_x2 += v;
   report.value_histogram = value_hist;
   int64_t clipped = 0;
+  const size_t n_value_bins = value_hist.counts.size();
   for (const Worker& w : workers) {
     clipped += w.clipped;
-    merge_into(report.value_histogram, w.values);
+    report.value_histogram.below += w.values[0];
+    for (size_t b = 0; b < n_value_bins; ++b) report.value_histogram.counts[b] += w.values[b + 1];
+    report.value_histogram.above += w.values[n_value_bins + 1];
   }
   for (size_t si = 0; si < n_schemes; ++si) {
     const Scheme scheme = options.schemes[si];
@@ -578,7 +465,13 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
         res.weight_max_abs_err = std::max(res.weight_max_abs_err, a.max_we);
         res.act_max_abs_err = std::max(res.act_max_abs_err, a.max_ae);
         res.collapsed_rows += a.collapsed;
-        merge_into(res.error_histogram, a.errors);
+        for (size_t copy = 0; copy < kErrorCopies; ++copy) {
+          const uint64_t* e = a.errors.data() + copy * error_stride;
+          res.error_histogram.below += e[0];
+          for (size_t b = 0; b < res.error_histogram.counts.size(); ++b) res.error_histogram.counts[b] += e[b + 1];
+          res.error_histogram.above += e[error_stride - 3];
+          res.error_histogram.zeros += e[error_stride - 2];
+        }
         merge_into(res.cos_histogram, a.cosines);
         merge_into(res.scale_histogram, a.scales);
         worst.insert(worst.end(), a.worst.begin(), a.worst.end());

@@ -63,28 +63,6 @@ int64_t row_stats_f32(const float* row, size_t dim, RowStats* stats) {
   return -1;
 }
 
-// quantize_weight for dim values: clamp(rne(w * inv(s)), -qmax, qmax). The
-// clamp runs in float on an integer-valued float with clamp_to_int's order
-// (NaN -> -qmax), so the int8 is exactly the scalar one.
-HWY_INLINE void QuantizeToInt8(const float* HWY_RESTRICT row, size_t dim, float row_scale, int qmax,
-                               int8_t* HWY_RESTRICT out) {
-  const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const hn::Rebind<int8_t, decltype(df)> d8;
-  const size_t N = hn::Lanes(df);
-  const float inv_scale = inv(row_scale);
-  const auto vinv = hn::Set(df, inv_scale);
-  const auto vhi = hn::Set(df, static_cast<float>(qmax));
-  const auto vlo = hn::Set(df, static_cast<float>(-qmax));
-  size_t j = 0;
-  for (; j + N <= dim; j += N) {
-    const auto r = RoundHalfEven(df, hn::Mul(hn::LoadU(df, row + j), vinv));
-    const auto c = hn::Min(MaxOrLowerIfNaN<decltype(df)>(r, vlo), vhi);
-    hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, c)), d8, out + j);
-  }
-  for (; j < dim; ++j) out[j] = quantize_weight(row[j], row_scale, qmax);
-}
-
 void quantize_row_s8(const float* row, size_t dim, float row_scale, int8_t* out) {
   QuantizeToInt8(row, dim, row_scale, 127, out);
 }

@@ -1,7 +1,8 @@
 // Vector forms of the quantize.h formulas, one copy per Highway target.
 // Each is bit-identical to its scalar counterpart; the comments say why.
 //
-// Included by kernels/gather_kernels.cc once per target (foreach_target.h), so
+// Included by kernels/gather_kernels.cc, kernels/quantize_kernels.cc and
+// eval/metric_kernels.cc once per target (foreach_target.h), so
 // it uses Highway's per-target include guard instead of #pragma once.
 #if defined(QEMB_KERNELS_REQUANT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef QEMB_KERNELS_REQUANT_INL_H_
@@ -180,6 +181,28 @@ HWY_INLINE hn::Vec<DF> LegacyRequantized(DF df, hn::Vec<DF> x, const LegacyVec<D
   const auto r = RoundHalfEven(df, hn::Mul(x, l.inv_max_scale));
   const auto qi = hn::Min(MaxOrLowerIfNaN<DF>(r, l.neg_qmax), l.qmax);
   return hn::Mul(l.max_scale, qi);
+}
+
+// quantize_weight for dim values: clamp(rne(w * inv(s)), -qmax, qmax). The
+// clamp runs in float on an integer-valued float with clamp_to_int's order
+// (NaN -> -qmax), so the int8 is exactly the scalar one.
+HWY_INLINE void QuantizeToInt8(const float* HWY_RESTRICT row, size_t dim, float row_scale, int qmax,
+                               int8_t* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<int8_t, decltype(df)> d8;
+  const size_t N = hn::Lanes(df);
+  const float inv_scale = inv(row_scale);
+  const auto vinv = hn::Set(df, inv_scale);
+  const auto vhi = hn::Set(df, static_cast<float>(qmax));
+  const auto vlo = hn::Set(df, static_cast<float>(-qmax));
+  size_t j = 0;
+  for (; j + N <= dim; j += N) {
+    const auto r = RoundHalfEven(df, hn::Mul(hn::LoadU(df, row + j), vinv));
+    const auto c = hn::Min(MaxOrLowerIfNaN<decltype(df)>(r, vlo), vhi);
+    hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, c)), d8, out + j);
+  }
+  for (; j < dim; ++j) out[j] = quantize_weight(row[j], row_scale, qmax);
 }
 
 }  // namespace HWY_NAMESPACE

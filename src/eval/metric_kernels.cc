@@ -1,0 +1,301 @@
+// Eval's metric kernels (eval/metric_kernels.h) for every Highway target this
+// build compiles; the HWY_ONCE pass exports them and builds the sets.
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "eval/metric_kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "eval/metric_kernels.h"
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "kernels/requant-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace qemb {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// At most kRowPartials double lanes, so a vector's lanes are partials.
+using DD = hn::CappedTag<double, kRowPartials>;
+using DF = hn::Rebind<float, DD>;
+using DI = hn::RebindToSigned<DF>;
+using D8 = hn::Rebind<int8_t, DF>;
+
+// Partial sums: group g, lane l holds the columns j with j % kRowPartials ==
+// g * N + l, added in column order.
+struct Partials {
+  double p[kRowPartials] = {};
+  void store(DD d, const hn::Vec<DD>* acc, size_t groups) {
+    const size_t n = hn::Lanes(d);
+    for (size_t g = 0; g < groups; ++g) hn::StoreU(acc[g], d, p + g * n);
+  }
+};
+
+void row_values(const float* x, size_t dim, const ValueBins& bins, RowValues* out, uint64_t* counts) {
+  const DD d;
+  const DF df;
+  const DI di;
+  constexpr size_t N = hn::MaxLanes(DD()), groups = kRowPartials / N;
+  hn::Vec<DD> acc[groups];
+  for (size_t g = 0; g < groups; ++g) acc[g] = hn::Zero(d);
+  const auto lo = hn::Set(d, bins.lo), hi = hn::Set(d, bins.hi), range = hn::Set(d, bins.hi - bins.lo);
+  const auto nbins = hn::Set(d, static_cast<double>(bins.n));
+  const auto clip_lo = hn::Set(d, bins.clip_lo), clip_hi = hn::Set(d, bins.clip_hi);
+  const auto first = hn::Set(df, dim ? x[0] : 0.0f);
+  auto amax = hn::Zero(df);
+  auto differs = hn::Zero(df);
+  int64_t clipped = 0;
+  int32_t cat[kRowPartials];
+  size_t j = 0;
+  // Blocks of kRowPartials columns, the group unrolled: the accumulators
+  // stay in registers.
+  for (; j + kRowPartials <= dim; j += kRowPartials) {
+   for (size_t g = 0; g < groups; ++g) {
+    const auto xf = hn::LoadU(df, x + j + g * N);
+    amax = hn::Max(amax, hn::Abs(xf));
+    differs = hn::Or(differs, hn::VecFromMask(df, hn::Ne(xf, first)));
+    const auto xv = hn::PromoteTo(d, xf);
+    acc[g] = hn::Add(acc[g], hn::Mul(xv, xv));
+    clipped += static_cast<int64_t>(hn::CountTrue(d, hn::Or(hn::Lt(xv, clip_lo), hn::Gt(xv, clip_hi))));
+    // Histogram::add: (size_t)((v - lo) / (hi - lo) * n), at most n - 1.
+    const auto t = hn::Mul(hn::Div(hn::Sub(xv, lo), range), nbins);
+    const auto tc = hn::Min(hn::Max(t, hn::Zero(d)), hn::Sub(nbins, hn::Set(d, 1.0)));
+    auto c = hn::Add(hn::Floor(tc), hn::Set(d, 1.0));  // tc >= 0: floor is the truncation
+    c = hn::IfThenElse(hn::Lt(xv, lo), hn::Zero(d), c);
+    c = hn::IfThenElse(hn::Ge(xv, hi), hn::Set(d, static_cast<double>(bins.n + 1)), c);
+    hn::StoreU(hn::DemoteTo(di, c), di, cat);
+    for (size_t l = 0; l < N; ++l) ++counts[cat[l]];
+   }
+  }
+  Partials x2;
+  x2.store(d, acc, groups);
+  float amax_s = dim >= kRowPartials ? hn::GetLane(hn::MaxOfLanes(df, amax)) : 0.0f;
+  bool constant = dim < kRowPartials || hn::AllTrue(df, hn::Eq(differs, hn::Zero(df)));
+  for (; j < dim; ++j) {
+    const double v = x[j];
+    x2.p[j % kRowPartials] += v * v;
+    amax_s = std::max(amax_s, std::fabs(x[j]));
+    constant = constant && x[j] == x[0];
+    if (v < bins.clip_lo || v > bins.clip_hi) ++clipped;
+    if (v < bins.lo) {
+      ++counts[0];
+    } else if (v >= bins.hi) {
+      ++counts[bins.n + 1];
+    } else {
+      const auto bin = static_cast<size_t>((v - bins.lo) / (bins.hi - bins.lo) * static_cast<double>(bins.n));
+      ++counts[std::min(bin, static_cast<size_t>(bins.n) - 1) + 1];
+    }
+  }
+  out->x2 = add_partials(x2.p);
+  out->clipped = clipped;
+  out->amax = amax_s;
+  out->constant = constant;
+}
+
+size_t pattern_row(const float* x, const int8_t* q, size_t dim, int qmax, const float* y_tab, const float* w_tab,
+                 const ErrorBins& bins, PatternRow* out, uint64_t* counts, uint32_t* slow) {
+  const DD d;
+  const DF df;
+  const DI di;
+  const D8 d8;
+  constexpr size_t N = hn::MaxLanes(DD()), groups = kRowPartials / N;
+  constexpr int kSums = 8;  // e2, abs_e, we2, abs_we, ae2, abs_ae, dot, y2
+  hn::Vec<DD> acc[kSums][groups];
+  for (int s = 0; s < kSums; ++s)
+    for (size_t g = 0; g < groups; ++g) acc[s][g] = hn::Zero(d);
+  auto max_e = hn::Zero(d), max_we = hn::Zero(d), max_ae = hn::Zero(d);
+  auto y_min = hn::Set(df, INFINITY), y_max = hn::Set(df, -INFINITY);
+  const auto offset = hn::Set(di, qmax);
+
+  // The category from a float log10: exact unless t lies within `margin` of
+  // an integer (a bin edge), which is far more than the log's few ulps and
+  // the roundings of a to float and of t; those lanes take std::log10.
+  const double per_unit = static_cast<double>(bins.n) / (bins.hi - bins.lo);
+  const float lo_f = static_cast<float>(bins.lo);
+  const double margin = 1e-4 * per_unit + 1e-6 * (bins.n + 2) +
+                        per_unit * std::fabs(bins.lo - static_cast<double>(lo_f));
+  const auto vlo = hn::Set(df, lo_f), vper = hn::Set(df, static_cast<float>(per_unit));
+  const auto vmargin = hn::Set(df, static_cast<float>(margin)), vone = hn::Set(df, 1.0f);
+  const auto vabove = hn::Set(df, static_cast<float>(bins.n + 1));
+  const auto tiny = hn::Set(df, 0x1p-100f), huge = hn::Set(df, 0x1p100f);
+  const int32_t sink = bins.n + 3, zero_cat = bins.n + 2;
+  const size_t stride = static_cast<size_t>(bins.n) + 4;
+  int32_t cat[kRowPartials];
+  size_t n_slow = 0;
+
+  size_t j = 0;
+  for (; j + kRowPartials <= dim; j += kRowPartials) {
+   for (size_t g = 0; g < groups; ++g) {
+    const size_t col = j + g * N;
+    const auto xf = hn::LoadU(df, x + col);
+    const auto qi = hn::Add(hn::PromoteTo(di, hn::LoadU(d8, q + col)), offset);
+    const auto yf = hn::GatherIndex(df, y_tab, qi);
+    const auto wf = hn::GatherIndex(df, w_tab, qi);
+    y_min = hn::Min(y_min, yf);
+    y_max = hn::Max(y_max, yf);
+    const auto xv = hn::PromoteTo(d, xf), yv = hn::PromoteTo(d, yf), wv = hn::PromoteTo(d, wf);
+    const auto e = hn::Sub(yv, xv), we = hn::Sub(wv, xv), ae = hn::Sub(yv, wv);
+    const auto a = hn::Abs(e), awe = hn::Abs(we), aae = hn::Abs(ae);
+    acc[0][g] = hn::Add(acc[0][g], hn::Mul(e, e));
+    acc[1][g] = hn::Add(acc[1][g], a);
+    acc[2][g] = hn::Add(acc[2][g], hn::Mul(we, we));
+    acc[3][g] = hn::Add(acc[3][g], awe);
+    acc[4][g] = hn::Add(acc[4][g], hn::Mul(ae, ae));
+    acc[5][g] = hn::Add(acc[5][g], aae);
+    acc[6][g] = hn::Add(acc[6][g], hn::Mul(xv, yv));
+    acc[7][g] = hn::Add(acc[7][g], hn::Mul(yv, yv));
+    max_e = hn::Max(max_e, a);
+    max_we = hn::Max(max_we, awe);
+    max_ae = hn::Max(max_ae, aae);
+
+    // In float lanes: e == 0 exactly when y == x; a float |e| of at least
+    // 2^-100 is a normal float within one rounding of |e|.
+    const auto zero = hn::Eq(yf, xf);
+    const auto af = hn::DemoteTo(df, a);
+    const auto extreme = hn::Or(hn::Lt(af, tiny), hn::Gt(af, huge));
+    const auto t = hn::Mul(hn::Sub(hn::Log10(df, hn::IfThenElse(extreme, vone, af)), vlo), vper);
+    const auto ft = hn::Floor(t);
+    const auto frac = hn::Sub(t, ft);
+    const auto near = hn::Or(hn::Lt(frac, vmargin), hn::Gt(frac, hn::Sub(vone, vmargin)));
+    const auto catf = hn::Min(hn::Max(hn::Add(ft, vone), hn::Zero(df)), vabove);
+    auto c = hn::ConvertTo(di, catf);
+    const auto to_slow = hn::AndNot(zero, hn::Or(near, extreme));
+    c = hn::IfThenElse(hn::RebindMask(di, zero), hn::Set(di, zero_cat), c);
+    c = hn::IfThenElse(hn::RebindMask(di, to_slow), hn::Set(di, sink), c);
+    hn::StoreU(c, di, cat);
+    // Four copies of the counts: runs of equal categories do not wait on one
+    // counter's store.
+    for (size_t l = 0; l < N; ++l) ++counts[(l % kErrorCopies) * stride + static_cast<size_t>(cat[l])];
+    if (HWY_UNLIKELY(!hn::AllFalse(df, to_slow))) {
+      for (size_t l = 0; l < N; ++l)
+        if (cat[l] == sink) slow[n_slow++] = static_cast<uint32_t>(col + l);
+    }
+   }
+  }
+  Partials sums[kSums];
+  for (int s = 0; s < kSums; ++s) sums[s].store(d, acc[s], groups);
+  const bool vectors = dim >= kRowPartials;
+  double me = vectors ? hn::GetLane(hn::MaxOfLanes(d, max_e)) : 0.0;
+  double mwe = vectors ? hn::GetLane(hn::MaxOfLanes(d, max_we)) : 0.0;
+  double mae = vectors ? hn::GetLane(hn::MaxOfLanes(d, max_ae)) : 0.0;
+  float ymin = vectors ? hn::GetLane(hn::MinOfLanes(df, y_min)) : INFINITY;
+  float ymax = vectors ? hn::GetLane(hn::MaxOfLanes(df, y_max)) : -INFINITY;
+  for (; j < dim; ++j) {
+    const int k = q[j] + qmax;
+    const double xv = x[j], yv = y_tab[k], wv = w_tab[k];
+    const double e = yv - xv, we = wv - xv, ae = yv - wv;
+    const size_t p = j % kRowPartials;
+    sums[0].p[p] += e * e;
+    sums[1].p[p] += std::abs(e);
+    sums[2].p[p] += we * we;
+    sums[3].p[p] += std::abs(we);
+    sums[4].p[p] += ae * ae;
+    sums[5].p[p] += std::abs(ae);
+    sums[6].p[p] += xv * yv;
+    sums[7].p[p] += yv * yv;
+    me = std::max(me, std::abs(e));
+    mwe = std::max(mwe, std::abs(we));
+    mae = std::max(mae, std::abs(ae));
+    ymin = std::min(ymin, y_tab[k]);
+    ymax = std::max(ymax, y_tab[k]);
+    slow[n_slow++] = static_cast<uint32_t>(j);  // the caller bins the tail exactly
+  }
+  out->e2 = add_partials(sums[0].p);
+  out->abs_e = add_partials(sums[1].p);
+  out->we2 = add_partials(sums[2].p);
+  out->abs_we = add_partials(sums[3].p);
+  out->ae2 = add_partials(sums[4].p);
+  out->abs_ae = add_partials(sums[5].p);
+  out->dot = add_partials(sums[6].p);
+  out->y2 = add_partials(sums[7].p);
+  out->max_e = me;
+  out->max_we = mwe;
+  out->max_ae = mae;
+  out->y_min = ymin;
+  out->y_max = ymax;
+  return n_slow;
+}
+
+// The quantize.h formulas in float vectors (requant-inl.h), over
+// q = -qmax .. qmax; the lanes past 2 * qmax + 1 are scratch.
+void pattern_tables(bool legacy, float row_scale, float max_scale, int qmax, const ActivationEncoding& act,
+                    float* y, float* w) {
+  using TF = hn::ScalableTag<float>;
+  const TF df;
+  const hn::RebindToSigned<TF> di;
+  const size_t N = hn::Lanes(df);
+  const ActivationVec<TF> a(df, act);
+  const LegacyVec<TF> l(df, max_scale, qmax);
+  const auto s = hn::Set(df, row_scale);
+  const size_t count = static_cast<size_t>(2 * qmax + 1);
+  for (size_t i = 0; i < count; i += N) {
+    // Iota in int32: GCC 12 at -O3 miscompiles Highway 1.0.3's float Iota on AVX-512.
+    const auto qf = hn::ConvertTo(df, hn::Iota(di, static_cast<int32_t>(i) - qmax));
+    const auto dequantized = hn::Mul(s, qf);  // s_r * (float)q
+    auto wv = dequantized;
+    if (legacy) wv = LegacyRequantized(df, dequantized, l);
+    hn::StoreU(wv, df, w + i);
+    hn::StoreU(DequantizeQ16(Q16(df, wv, a), a), df, y + i);
+  }
+}
+
+void quantize_row(const float* x, size_t dim, float row_scale, int qmax, int8_t* out) {
+  QuantizeToInt8(x, dim, row_scale, qmax, out);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace qemb
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace qemb {
+
+HWY_EXPORT(row_values);
+HWY_EXPORT(pattern_row);
+HWY_EXPORT(pattern_tables);
+HWY_EXPORT(quantize_row);
+
+namespace {
+
+// The slot of `target` in the HWY_EXPORT tables (as in gather_kernels.cc).
+size_t dispatch_index(int64_t target) {
+#if (HWY_TARGETS & (HWY_TARGETS - 1)) == 0
+  (void)target;
+  return 0;
+#else
+  const int64_t mask = (HWY_CHOSEN_TARGET_SHIFT(target) | HWY_CHOSEN_TARGET_MASK_SCALAR) &
+                       HWY_CHOSEN_TARGET_MASK_TARGETS;
+  return hwy::Num0BitsBelowLS1Bit_Nonzero64(static_cast<uint64_t>(mask));
+#endif
+}
+
+std::vector<MetricKernelSet> build_sets() {
+  std::vector<MetricKernelSet> sets;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    const size_t index = dispatch_index(target);
+    MetricKernelSet set;
+    set.isa = hwy::TargetName(target);
+    set.row_values = HWY_DISPATCH_TABLE(row_values)[index];
+    set.pattern_row = HWY_DISPATCH_TABLE(pattern_row)[index];
+    set.pattern_tables = HWY_DISPATCH_TABLE(pattern_tables)[index];
+    set.quantize_row = HWY_DISPATCH_TABLE(quantize_row)[index];
+    if (set.row_values && set.pattern_row && set.pattern_tables && set.quantize_row) sets.push_back(set);
+  }
+  return sets;
+}
+
+const std::vector<MetricKernelSet>& sets() {
+  static const std::vector<MetricKernelSet> s = build_sets();
+  return s;
+}
+
+}  // namespace
+
+const MetricKernelSet& best_metric_kernels() { return sets().front(); }
+std::vector<MetricKernelSet> all_metric_kernel_sets() { return sets(); }
+
+}  // namespace qemb
+#endif  // HWY_ONCE
