@@ -39,16 +39,22 @@ using qemb::GatherKernel;
 using qemb::KernelSet;
 using qemb::RequantGatherParams;
 
-enum class TableKind { kU16, kS4, kS8 };
+// kS4Rows / kS8Rows: the row-interleaved layout, each row's float32 scale
+// and then its weights, every multiple of 4 bytes.
+enum class TableKind { kU16, kS4, kS8, kS4Rows, kS8Rows };
 
 const char* to_string(TableKind k) {
   switch (k) {
     case TableKind::kU16: return "u16";
     case TableKind::kS4: return "s4";
     case TableKind::kS8: return "s8";
+    case TableKind::kS4Rows: return "s4_rows";
+    case TableKind::kS8Rows: return "s8_rows";
   }
   return "?";
 }
+
+bool interleaved(TableKind k) { return k == TableKind::kS4Rows || k == TableKind::kS8Rows; }
 
 struct Scenario {
   std::string name;
@@ -64,6 +70,8 @@ size_t stored_row_bytes(TableKind kind, size_t dim) {
     case TableKind::kU16: return dim * 2;
     case TableKind::kS8: return dim;
     case TableKind::kS4: return (dim + 1) / 2;
+    case TableKind::kS4Rows: return (4 + (dim + 1) / 2 + 3) / 4 * 4;
+    case TableKind::kS8Rows: return (4 + dim + 3) / 4 * 4;
   }
   return 0;
 }
@@ -104,7 +112,7 @@ Table& table_for(const Scenario& s, TableKind kind) {
     const uint64_t r = splitmix64(state);
     std::memcpy(table.bytes.get() + i, &r, 8);
   }
-  if (kind == TableKind::kS8) {  // int8 weights live in [-127, 127]
+  if (kind == TableKind::kS8 || kind == TableKind::kS8Rows) {  // int8 weights live in [-127, 127]
     for (size_t i = 0; i < total; ++i) {
       if (table.bytes[i] == 0x80) table.bytes[i] = 0x81;
     }
@@ -115,6 +123,9 @@ Table& table_for(const Scenario& s, TableKind kind) {
   for (float& x : table.scales) x = std::pow(10.0f, exponent(rng)) / 7.0f;
   table.max_scale = 0;
   for (float x : table.scales) table.max_scale = std::max(table.max_scale, x);
+  if (interleaved(kind)) {
+    for (size_t r = 0; r < s.rows; ++r) std::memcpy(table.bytes.get() + r * table.row_bytes(), &table.scales[r], 4);
+  }
   return table;
 }
 
@@ -172,20 +183,26 @@ void bm_memcpy_rows(benchmark::State& state, Scenario s, TableKind kind) {
   set_counters(state, s, rb);
 }
 
-void bm_kernel(benchmark::State& state, Scenario s, KernelSet set, GatherKernel k) {
-  const TableKind kind = k == GatherKernel::gather_u16 || k == GatherKernel::gather_u16_f32
-                             ? TableKind::kU16
-                             : (k == GatherKernel::requant_gather_s4_u16 ||
-                                        k == GatherKernel::requant_gather_s4_f32 ||
-                                        k == GatherKernel::legacy_gather_s4_u16 ||
-                                        k == GatherKernel::legacy_gather_s4_f32
-                                    ? TableKind::kS4
-                                    : TableKind::kS8);
+void bm_kernel(benchmark::State& state, Scenario s, KernelSet set, GatherKernel k, bool rows) {
+  TableKind kind = k == GatherKernel::gather_u16 || k == GatherKernel::gather_u16_f32
+                       ? TableKind::kU16
+                       : (k == GatherKernel::requant_gather_s4_u16 ||
+                                  k == GatherKernel::requant_gather_s4_f32 ||
+                                  k == GatherKernel::legacy_gather_s4_u16 ||
+                                  k == GatherKernel::legacy_gather_s4_f32
+                              ? TableKind::kS4
+                              : TableKind::kS8);
+  if (rows) kind = kind == TableKind::kS4 ? TableKind::kS4Rows : TableKind::kS8Rows;
   const Table& t = table_for(s, kind);
   const size_t rb = t.row_bytes();
   RequantGatherParams p;
   p.weights = t.bytes.get();
   p.row_scales = t.scales.data();
+  if (rows) {
+    p.weights = t.bytes.get() + 4;
+    p.row_scales = reinterpret_cast<const float*>(t.bytes.get());
+    p.row_stride = p.scale_stride = rb;
+  }
   p.dim = s.dim;
   p.act = t.act;
   p.max_scale = t.max_scale;
@@ -266,9 +283,19 @@ bool register_kernel_benchmarks() {
       for (const KernelSet& set : sets) {
         for (GatherKernel k : g.kernels) {
           benchmark::RegisterBenchmark((s.name + "/" + qemb::kernel_name(set, k)).c_str(),
-                                       bm_kernel, s, set, k)
+                                       bm_kernel, s, set, k, false)
     ;
         }
+      }
+    }
+    // The row-interleaved layouts, next to a memcpy gather of their row bytes.
+    for (TableKind kind : {TableKind::kS4Rows, TableKind::kS8Rows}) {
+      benchmark::RegisterBenchmark((s.name + "/memcpy_rows_" + to_string(kind)).c_str(), bm_memcpy_rows, s, kind);
+      const GatherKernel k =
+          kind == TableKind::kS4Rows ? GatherKernel::requant_gather_s4_u16 : GatherKernel::requant_gather_s8_u16;
+      for (const KernelSet& set : sets) {
+        benchmark::RegisterBenchmark((s.name + "/" + qemb::kernel_name(set, k) + "/rows").c_str(), bm_kernel, s, set,
+                                     k, true);
       }
     }
   }

@@ -44,6 +44,13 @@ struct RequantGatherParams {
   const uint8_t* weights = nullptr;
   const float* row_scales = nullptr;  // s_r, one per row
   size_t dim = 0;
+  // Row-interleaved layouts (each row stored next to its scale, so that a
+  // cold lookup reads one contiguous run): the bytes from one row's weights
+  // to the next, and from one row's scale to the next. 0 means the plain
+  // layout (rows back to back, scales an array of floats). The gathers and
+  // the reference read both; the pooled kernels take the plain layout only.
+  size_t row_stride = 0;
+  size_t scale_stride = 0;
   ActivationEncoding act;  // output encoding; zero_point must lie in [0, 65535]
   float max_scale = 0.0f;  // s_max = max_r s_r; read by the legacy kernels only
 };

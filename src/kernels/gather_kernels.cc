@@ -5,6 +5,7 @@
 // defines the kernels in namespace qemb::N_<TARGET>. The last pass (HWY_ONCE)
 // exports them and reads each target's entry from the dispatch tables once,
 // so callers hold plain function pointers.
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -71,6 +72,31 @@ HWY_INLINE void PrefetchRow(const uint8_t* row, size_t row_bytes) {
   const uintptr_t last = reinterpret_cast<uintptr_t>(row) + (bytes ? bytes - 1 : 0);
   for (uintptr_t line = first; line <= last; line += kCacheLine) {
     hwy::Prefetch(reinterpret_cast<const uint8_t*>(line));
+  }
+}
+
+// Where row r's weights and scale are, in the plain or the row-interleaved
+// layout (RequantGatherParams::row_stride / scale_stride).
+HWY_INLINE const uint8_t* RowWeights(const RequantGatherParams& p, size_t r, size_t row_bytes) {
+  return p.weights + r * (p.row_stride ? p.row_stride : row_bytes);
+}
+HWY_INLINE float RowScale(const RequantGatherParams& p, size_t r) {
+  if (p.scale_stride == 0) return p.row_scales[r];
+  float s;
+  std::memcpy(&s, reinterpret_cast<const uint8_t*>(p.row_scales) + r * p.scale_stride, sizeof(s));
+  return s;
+}
+// One contiguous run when the scale sits next to its row; else two reads.
+HWY_INLINE void PrefetchPcqRow(const RequantGatherParams& p, size_t r, size_t row_bytes) {
+  const uint8_t* w = RowWeights(p, r, row_bytes);
+  if (p.scale_stride != 0) {
+    const uint8_t* s = reinterpret_cast<const uint8_t*>(p.row_scales) + r * p.scale_stride;
+    const uint8_t* first = s < w ? s : w;
+    const uint8_t* end = std::max(s + sizeof(float), w + row_bytes);
+    PrefetchRow(first, static_cast<size_t>(end - first));
+  } else {
+    PrefetchRow(w, row_bytes);
+    hwy::Prefetch(p.row_scales + r);
   }
 }
 
@@ -171,18 +197,13 @@ HWY_INLINE void RequantGatherS8(const RequantGatherParams& p, const int64_t* ids
   const Q16IntVec<DF> q16(df, p.act);
   const auto max16 = hn::Set(di, 65535);
   const size_t dim = p.dim;
-  const int8_t* weights = reinterpret_cast<const int8_t*>(p.weights);
 
   for (size_t i = 0; i < n; ++i) {
-    if (i + kPrefetchRows < n) {
-      const size_t ahead = static_cast<size_t>(ids[i + kPrefetchRows]);
-      PrefetchRow(p.weights + ahead * dim, dim);
-      hwy::Prefetch(p.row_scales + ahead);
-    }
+    if (i + kPrefetchRows < n) PrefetchPcqRow(p, static_cast<size_t>(ids[i + kPrefetchRows]), dim);
     const size_t r = static_cast<size_t>(ids[i]);
-    const float row_scale = p.row_scales[r];
+    const float row_scale = RowScale(p, r);
     const auto s = hn::Set(df, row_scale);
-    const int8_t* row = weights + r * dim;
+    const int8_t* row = reinterpret_cast<const int8_t*>(RowWeights(p, r, dim));
     OutT<K>* o = out + i * dim;
     size_t j = 0;
     for (; j + NF <= dim; j += NF) {
@@ -399,14 +420,10 @@ HWY_INLINE void RequantGatherS4(const RequantGatherParams& p, const int64_t* ids
 
   NibbleLut lut;
   for (size_t i = 0; i < n; ++i) {
-    if (i + kPrefetchRows < n) {
-      const size_t ahead = static_cast<size_t>(ids[i + kPrefetchRows]);
-      PrefetchRow(p.weights + ahead * row_bytes, row_bytes);
-      hwy::Prefetch(p.row_scales + ahead);
-    }
+    if (i + kPrefetchRows < n) PrefetchPcqRow(p, static_cast<size_t>(ids[i + kPrefetchRows]), row_bytes);
     const size_t r = static_cast<size_t>(ids[i]);
-    BuildNibbleLut<kLegacy, kLut>(p.row_scales[r], lut_act, lut_legacy, lut);
-    const uint8_t* row = p.weights + r * row_bytes;
+    BuildNibbleLut<kLegacy, kLut>(RowScale(p, r), lut_act, lut_legacy, lut);
+    const uint8_t* row = RowWeights(p, r, row_bytes);
     Out* o = out + i * dim;
 
     size_t j = 0;  // the next column; even until the scalar tail

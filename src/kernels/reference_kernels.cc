@@ -45,17 +45,26 @@ enum class Pattern { kOptimized, kLegacy };
 // The quantized weight q[r][j] in storage layout.
 template <int kBits>
 int weight_at(const RequantGatherParams& p, size_t r, size_t j) {
+  const size_t row_bytes = kBits == 4 ? (p.dim + 1) / 2 : p.dim;
+  const uint8_t* row = p.weights + r * (p.row_stride ? p.row_stride : row_bytes);
   if constexpr (kBits == 4) {
-    return unpack_int4(p.weights + r * ((p.dim + 1) / 2), static_cast<int64_t>(j));
+    return unpack_int4(row, static_cast<int64_t>(j));
   } else {
-    return static_cast<int8_t>(p.weights[r * p.dim + j]);
+    return static_cast<int8_t>(row[j]);
   }
+}
+
+float scale_at(const RequantGatherParams& p, size_t r) {
+  if (p.scale_stride == 0) return p.row_scales[r];
+  float s;
+  std::memcpy(&s, reinterpret_cast<const uint8_t*>(p.row_scales) + r * p.scale_stride, sizeof(s));
+  return s;
 }
 
 template <Pattern kPattern, int kBits>
 uint16_t reference_output(const RequantGatherParams& p, size_t r, size_t j) {
   const int q = weight_at<kBits>(p, r, j);
-  const float s = p.row_scales[r];
+  const float s = scale_at(p, r);
   if constexpr (kPattern == Pattern::kOptimized) {
     return optimized_output(s, q, p.act);
   } else {

@@ -53,6 +53,23 @@ TEST_P(GatherKernelsTest, OptimizedS8) { run_all_dims(set(), GatherFamily::kOpti
 TEST_P(GatherKernelsTest, LegacyS4) { run_all_dims(set(), GatherFamily::kLegacy, 4); }
 TEST_P(GatherKernelsTest, LegacyS8) { run_all_dims(set(), GatherFamily::kLegacy, 8); }
 
+// The row-interleaved layout: each row's scale, then its weights, at the
+// tightest stride and at a wider one, for every dim and both patterns.
+TEST_P(GatherKernelsTest, RowInterleavedLayout) {
+  for (size_t dim : kDims) {
+    for (int bits : {4, 8}) {
+      for (GatherFamily f : {GatherFamily::kOptimized, GatherFamily::kLegacy}) {
+        for (size_t extra : {0, 60}) {
+          const size_t stride = extra == 0 ? 0 : (4 + (bits == 4 ? (dim + 1) / 2 : dim) + extra + 3) / 4 * 4;
+          SCOPED_TRACE(std::string(set().isa) + " dim=" + std::to_string(dim) + " stride=" + std::to_string(stride));
+          GatherTester().rows(37).dim(dim).batch(19).scheme(bits).seed(dim).interleaved(true, stride).Test(set(), f);
+          if (HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(GatherKernelsTest, ManySeedsAndLargerBatches) {
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     for (int bits : {4, 8}) {

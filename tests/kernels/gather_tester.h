@@ -157,6 +157,10 @@ class GatherTester {
   GatherTester& batch(size_t n) { batch_ = n; return *this; }
   GatherTester& scheme(int weight_bits) { bits_ = weight_bits; return *this; }
   GatherTester& seed(uint64_t s) { seed_ = s; return *this; }
+  // Runs the kernels under test on the row-interleaved layout (each row's
+  // scale, then its weights, every `stride` bytes; 0 = the tightest multiple
+  // of 4), the reference on the plain one.
+  GatherTester& interleaved(bool on, size_t stride = 0) { interleaved_ = on; stride_ = stride; return *this; }
 
   void Test(const KernelSet& set, GatherFamily family) const {
     ASSERT_GT(rows_, 0u);
@@ -222,6 +226,21 @@ class GatherTester {
                  const std::vector<int64_t>& ids) const {
     const RandomPcqTable t = make_random_pcq_table(rows_, dim_, bits_, seed_ + 1000003 * dim_);
     const RequantGatherParams p = t.params();
+    RequantGatherParams pk = p;  // what the kernel under test reads
+    std::vector<uint8_t> rows_buffer;
+    if (interleaved_) {
+      const size_t stride = stride_ ? stride_ : (4 + t.row_bytes() + 3) / 4 * 4;
+      rows_buffer.assign(rows_ * stride + 8, 0xEE);  // 0xEE: padding the kernels must not read as data
+      uint8_t* base = rows_buffer.data() + (4 - reinterpret_cast<uintptr_t>(rows_buffer.data()) % 4) % 4;
+      for (size_t r = 0; r < rows_; ++r) {
+        std::memcpy(base + r * stride, &t.scales[r], 4);
+        std::memcpy(base + r * stride + 4, t.weights.data() + r * t.row_bytes(), t.row_bytes());
+      }
+      pk.weights = base + 4;
+      pk.row_scales = reinterpret_cast<const float*>(base);
+      pk.row_stride = stride;
+      pk.scale_stride = stride;
+    }
     const bool legacy = family == GatherFamily::kLegacy;
     const GatherKernel u16_kernel =
         bits_ == 4 ? (legacy ? GatherKernel::legacy_gather_s4_u16 : GatherKernel::requant_gather_s4_u16)
@@ -234,13 +253,13 @@ class GatherTester {
 
     std::vector<uint16_t> want_u16(n * dim_), got_u16(n * dim_ + kGuard, kU16Poison);
     u16_fn(ref, u16_kernel)(p, ids.data(), n, want_u16.data());
-    u16_fn(set, u16_kernel)(p, ids.data(), n, got_u16.data());
+    u16_fn(set, u16_kernel)(pk, ids.data(), n, got_u16.data());
     CheckU16(kernel_name(set, u16_kernel), ids, want_u16, got_u16, &t);
 
     std::vector<float> want_f32(n * dim_), got_f32(n * dim_ + kGuard);
     FillF32Poison(got_f32);
     f32_fn(ref, f32_kernel)(p, ids.data(), n, want_f32.data());
-    f32_fn(set, f32_kernel)(p, ids.data(), n, got_f32.data());
+    f32_fn(set, f32_kernel)(pk, ids.data(), n, got_f32.data());
     CheckF32(kernel_name(set, f32_kernel), ids, want_f32, got_f32, &t);
 
     // The half-precision kernels follow the uint16 one in the list: f16, bf16
@@ -249,7 +268,7 @@ class GatherTester {
       const auto k = static_cast<GatherKernel>(static_cast<int>(f32_kernel) + offset);
       std::vector<uint16_t> want(n * dim_), got(n * dim_ + kGuard, kU16Poison);
       half_fn(ref, k)(p, ids.data(), n, want.data());
-      half_fn(set, k)(p, ids.data(), n, got.data());
+      half_fn(set, k)(pk, ids.data(), n, got.data());
       CheckU16(kernel_name(set, k), ids, want, got, &t);
     }
   }
@@ -346,6 +365,8 @@ class GatherTester {
   size_t batch_ = 1;
   int bits_ = 4;
   uint64_t seed_ = 1;
+  bool interleaved_ = false;
+  size_t stride_ = 0;
 };
 
 }  // namespace qemb::testing
