@@ -1,6 +1,7 @@
 // Pooled (EmbeddingBag) kernel throughput, each case next to its roofline: a
 // memcpy gather of the same stored row bytes for the same ids, the copies
-// discarded, so ratios read off one run.
+// discarded (memcpy_rows), so ratios read off one run; memcpy_rows_scales also
+// reads each row's scale from its separate array, as the PCQ kernels must.
 //
 //   qemb_bench --benchmark_filter='^bag/' --benchmark_repetitions=3
 //              --benchmark_enable_random_interleaving=true
@@ -108,7 +109,9 @@ void set_rate(benchmark::State& state, const BagScenario& s) {
 }
 
 // The roofline: copy each id's stored row bytes to a scratch row, discarded.
-void bm_memcpy(benchmark::State& state, BagScenario s, Kind kind) {
+// With `scales`, also read each row's scale, which PCQ tables keep in a
+// separate array: every bag kernel reads that second line per row too.
+void bm_memcpy(benchmark::State& state, BagScenario s, Kind kind, bool scales) {
   const BagTable& t = table_for(s, kind);
   const size_t rb = row_bytes(kind, s.dim);
   std::vector<uint8_t> scratch(rb * 16);
@@ -116,9 +119,13 @@ void bm_memcpy(benchmark::State& state, BagScenario s, Kind kind) {
   size_t batch = static_cast<size_t>(state.thread_index()) % t.batches;
   for (auto _ : state) {
     const int64_t* ids = t.ids.data() + batch * per_batch;
+    float sum = 0.0f;
     for (size_t i = 0; i < per_batch; ++i) {
-      std::memcpy(scratch.data() + (i % 16) * rb, t.bytes.get() + static_cast<size_t>(ids[i]) * rb, rb);
+      const size_t r = static_cast<size_t>(ids[i]);
+      std::memcpy(scratch.data() + (i % 16) * rb, t.bytes.get() + r * rb, rb);
+      if (scales) sum += t.scales[r];
     }
+    benchmark::DoNotOptimize(sum);
     benchmark::ClobberMemory();
     batch = (batch + 1) % t.batches;
   }
@@ -176,8 +183,12 @@ bool register_bag_benchmarks() {
         for (Kind kind : {Kind::kS4, Kind::kS8, Kind::kU16}) {
           if (cold && kind == Kind::kU16) continue;  // 8M x 256 uint16 is 4 GiB
           const std::string prefix = s.name + "/" + kind_name(kind) + "/";
-          benchmark::RegisterBenchmark((prefix + "memcpy_rows").c_str(), bm_memcpy, s, kind)
+          benchmark::RegisterBenchmark((prefix + "memcpy_rows").c_str(), bm_memcpy, s, kind, false)
               ->Threads(1)->Threads(2)->UseRealTime();
+          if (kind != Kind::kU16) {
+            benchmark::RegisterBenchmark((prefix + "memcpy_rows_scales").c_str(), bm_memcpy, s, kind, true)
+                ->Threads(1)->Threads(2)->UseRealTime();
+          }
           const GatherKernel k = kind == Kind::kU16  ? GatherKernel::bag_u16_i64
                                  : kind == Kind::kS4 ? GatherKernel::requant_bag_s4_i64
                                                      : GatherKernel::requant_bag_s8_i64;

@@ -478,6 +478,7 @@ HWY_INLINE void AccumulateScalar(float y, bool weighted, float w, float* HWY_RES
 // than a gather, and each row also needs its scale's line.
 constexpr size_t kBagPrefetchRows = 32;
 
+
 // What to prefetch for a row id: its stored bytes and, for PCQ tables, its scale.
 struct RowPrefetch {
   const uint8_t* rows;
@@ -652,6 +653,119 @@ HWY_INLINE void UnpermuteS4Lut16(size_t dim, float* HWY_RESTRICT o) {
     _mm512_storeu_ps(o + j + 16, _mm512_permutex2var_ps(even, second, odd));
   }
 }
+
+// The float table of one row, in a register (BuildFloatLut's arithmetic).
+template <bool kLegacy>
+HWY_INLINE hn::Vec<hn::Full512<float>> FloatLut16(float row_scale, bool weighted, float w,
+                                                  const ActivationVec<LutTag>& a,
+                                                  const LegacyVec<LutTag>& legacy) {
+  const hn::Full512<float> df;
+  auto x = hn::Mul(hn::Set(df, row_scale), hn::Load(df, kNibbleValues));
+  if constexpr (kLegacy) x = LegacyRequantized(df, x, legacy);
+  auto y = DequantizeQ16(Q16(df, x, a), a);
+  if (weighted) y = hn::Mul(hn::Set(df, w), y);
+  return y;
+}
+
+// Pools bags of a 4-bit table whose rows' first 32 * kGroups columns stay in
+// 2 * kGroups registers for the whole bag (group g's even columns, then its
+// odd ones, as AccumulateS4Lut16 orders them): each row costs its lookups and
+// adds, with no load or store of the bag's row, which PoolBags' per-row
+// accumulation in memory spends most of its time on. Columns past them (dim
+// % 32) are accumulated in memory. Each column still sees the contract's
+// sequence of operations: same bits as PoolBags.
+template <size_t kGroups, bool kLegacy, typename Id>
+HWY_NOINLINE void PoolBagsS4Registers(const RequantGatherParams& p, const Id* HWY_RESTRICT ids,
+                                      const BagParams& bag, float* HWY_RESTRICT out,
+                                      const ActivationVec<LutTag>& lut_act,
+                                      const LegacyVec<LutTag>& lut_legacy) {
+  const hn::Full512<float> df;
+  const hn::Full512<uint32_t> du32;
+  const hn::Full512<int32_t> di32;
+  const hn::Full128<uint8_t> d8;
+  using V = hn::Vec<decltype(df)>;
+  const size_t dim = p.dim;
+  const size_t row_bytes = (dim + 1) / 2;
+  constexpr size_t kCols = 32 * kGroups;
+  const auto nibble = hn::Set(du32, 15);
+  const size_t end = static_cast<size_t>(bag.offsets[bag.bags]);
+  const bool weighted = bag.weights != nullptr;
+  alignas(64) float lut[16];
+  for (size_t b = 0; b < bag.bags; ++b) {
+    float* HWY_RESTRICT o = out + b * bag.out_stride;
+    V acc[2 * kGroups];
+    for (size_t g = 0; g < 2 * kGroups; ++g) acc[g] = hn::Zero(df);
+    for (size_t j = kCols; j < dim; ++j) o[j] = +0.0f;
+    int64_t count = 0;
+    const size_t bag_end = static_cast<size_t>(bag.offsets[b + 1]);
+    for (size_t i = static_cast<size_t>(bag.offsets[b]); i < bag_end; ++i) {
+      if (i + kBagPrefetchRows < end) {
+        const size_t ahead = static_cast<size_t>(ids[i + kBagPrefetchRows]);
+        PrefetchRow(p.weights + ahead * row_bytes, row_bytes);
+        hwy::Prefetch(p.row_scales + ahead);
+      }
+      const int64_t id = ids[i];
+      if (id == bag.padding_idx) continue;
+      const size_t r = static_cast<size_t>(id);
+      const uint8_t* HWY_RESTRICT row = p.weights + r * row_bytes;
+      const V table = FloatLut16<kLegacy>(p.row_scales[r], weighted, weighted ? bag.weights[i] : 1.0f,
+                                          lut_act, lut_legacy);
+      for (size_t g = 0; g < kGroups; ++g) {
+        const auto bytes = hn::PromoteTo(du32, hn::LoadU(d8, row + 16 * g));
+        const auto even = hn::And(bytes, nibble);
+        const auto odd = hn::ShiftRight<4>(bytes);
+        acc[2 * g] = hn::Add(acc[2 * g], hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::BitCast(di32, even))));
+        acc[2 * g + 1] =
+            hn::Add(acc[2 * g + 1], hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::BitCast(di32, odd))));
+      }
+      if (kCols < dim) {
+        hn::Store(table, df, lut);
+        for (size_t j = kCols; j < dim; ++j) {
+          const uint8_t byte = row[j / 2];
+          o[j] = o[j] + lut[(j & 1) ? (byte >> 4) : (byte & 0x0F)];
+        }
+      }
+      ++count;
+    }
+    if (bag.mean && count > 0) {
+      const float c = static_cast<float>(count);
+      const auto vc = hn::Set(df, c);
+      for (size_t g = 0; g < 2 * kGroups; ++g) acc[g] = hn::Div(acc[g], vc);
+      for (size_t j = kCols; j < dim; ++j) o[j] = o[j] / c;
+    }
+    const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    for (size_t g = 0; g < kGroups; ++g) {
+      const __m512 even = acc[2 * g].raw, odd = acc[2 * g + 1].raw;
+      _mm512_storeu_ps(o + 32 * g, _mm512_permutex2var_ps(even, first, odd));
+      _mm512_storeu_ps(o + 32 * g + 16, _mm512_permutex2var_ps(even, second, odd));
+    }
+  }
+}
+
+// The register kernel for dims of 32 to 287 columns; false for others.
+template <bool kLegacy, typename Id>
+HWY_INLINE bool PoolBagsS4InRegisters(const RequantGatherParams& p, const Id* ids, const BagParams& bag,
+                                      float* out, const ActivationVec<LutTag>& lut_act,
+                                      const LegacyVec<LutTag>& lut_legacy) {
+  switch (p.dim / 32) {
+#define QEMB_S4_GROUPS(g)                                                            \
+  case g:                                                                            \
+    PoolBagsS4Registers<g, kLegacy>(p, ids, bag, out, lut_act, lut_legacy);         \
+    return true;
+    QEMB_S4_GROUPS(1)
+    QEMB_S4_GROUPS(2)
+    QEMB_S4_GROUPS(3)
+    QEMB_S4_GROUPS(4)
+    QEMB_S4_GROUPS(5)
+    QEMB_S4_GROUPS(6)
+    QEMB_S4_GROUPS(7)
+    QEMB_S4_GROUPS(8)
+#undef QEMB_S4_GROUPS
+    default:
+      return false;
+  }
+}
 #else
 #define QEMB_BAG_FLOAT_LUT 0
 #endif
@@ -703,6 +817,9 @@ HWY_INLINE void RequantBagS4(const RequantGatherParams& p, const Id* ids, const 
   const LegacyVec<LutTag> lut_legacy(dlut, p.max_scale, 7);
   const size_t dim = p.dim;
   const size_t row_bytes = (dim + 1) / 2;
+#if QEMB_BAG_FLOAT_LUT
+  if (PoolBagsS4InRegisters<kLegacy>(p, ids, bag, out, lut_act, lut_legacy)) return;
+#endif
 #if QEMB_NIBBLE_SHUFFLES && !QEMB_BAG_FLOAT_LUT
   using D8 = hn::ScalableTag<uint8_t>;
   using D8x16 = hn::Full128<uint8_t>;
