@@ -15,8 +15,10 @@
 //   l2_v4K    a 4096-row table that stays in L2: the arithmetic alone,
 // on one and two threads (each thread pools its own batches). Counter
 // ids/s: indices pooled per second (all threads). Tables are 4-bit and 8-bit
-// PCQ (the fused kernels) and, hot only, the materialized uint16 table; one
-// table lives at a time.
+// PCQ (the fused kernels), in the plain layout (scales in their own array) and
+// the row-interleaved one (s4_rows, s8_rows: each row's scale next to it; the
+// memcpy roofline then copies the scale with the row), and, hot only, the
+// materialized uint16 table; one table lives at a time.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -37,12 +39,33 @@ using qemb::GatherKernel;
 using qemb::KernelSet;
 using qemb::RequantGatherParams;
 
-enum class Kind { kU16, kS4, kS8 };
+// kS4Rows / kS8Rows: the row-interleaved layout, each row's float32 scale and
+// then its weights, every multiple of 4 bytes (RequantGatherParams::row_stride).
+enum class Kind { kU16, kS4, kS8, kS4Rows, kS8Rows };
 
-const char* kind_name(Kind k) { return k == Kind::kU16 ? "u16" : k == Kind::kS4 ? "s4" : "s8"; }
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::kU16: return "u16";
+    case Kind::kS4: return "s4";
+    case Kind::kS8: return "s8";
+    case Kind::kS4Rows: return "s4_rows";
+    case Kind::kS8Rows: return "s8_rows";
+  }
+  return "?";
+}
 
+bool interleaved(Kind k) { return k == Kind::kS4Rows || k == Kind::kS8Rows; }
+
+// The bytes a row occupies: with its scale in the interleaved layouts.
 size_t row_bytes(Kind k, size_t dim) {
-  return k == Kind::kU16 ? 2 * dim : k == Kind::kS8 ? dim : (dim + 1) / 2;
+  switch (k) {
+    case Kind::kU16: return 2 * dim;
+    case Kind::kS8: return dim;
+    case Kind::kS4: return (dim + 1) / 2;
+    case Kind::kS4Rows: return (4 + (dim + 1) / 2 + 3) / 4 * 4;
+    case Kind::kS8Rows: return (4 + dim + 3) / 4 * 4;
+  }
+  return 0;
 }
 
 struct BagScenario {
@@ -89,6 +112,10 @@ const BagTable& table_for(const BagScenario& s, Kind kind) {
   t.scales.resize(s.rows);
   std::uniform_real_distribution<float> scale(1e-4f, 1e-2f);
   for (float& x : t.scales) x = scale(rng);
+  if (interleaved(kind)) {
+    const size_t rb = row_bytes(kind, s.dim);
+    for (size_t r = 0; r < s.rows; ++r) std::memcpy(t.bytes.get() + r * rb, &t.scales[r], 4);
+  }
   const size_t per_batch = s.batch * s.pooling;
   // Cold: enough batches to touch ~64M ids; hot: a few batches, repeated.
   t.batches = s.hot ? 4 : std::max<size_t>(1, (size_t{1} << 26) / per_batch);
@@ -137,6 +164,11 @@ void bm_bag(benchmark::State& state, BagScenario s, Kind kind, KernelSet set, Ga
   RequantGatherParams p;
   p.weights = t.bytes.get();
   p.row_scales = t.scales.data();
+  if (interleaved(kind)) {
+    p.weights = t.bytes.get() + 4;
+    p.row_scales = reinterpret_cast<const float*>(t.bytes.get());
+    p.row_stride = p.scale_stride = row_bytes(kind, s.dim);
+  }
   p.dim = s.dim;
   p.act = qemb::ActivationEncoding{1.5e-4f, 32768};
   p.max_scale = 1e-2f;
@@ -180,18 +212,18 @@ bool register_bag_benchmarks() {
       for (size_t pooling : {1, 20, 100}) {
         BagScenario s{std::string("bag/") + table.name + "/d" + std::to_string(dim) + "/L" + std::to_string(pooling),
                       table.rows, dim, pooling, 2048, !cold};
-        for (Kind kind : {Kind::kS4, Kind::kS8, Kind::kU16}) {
+        for (Kind kind : {Kind::kS4, Kind::kS8, Kind::kU16, Kind::kS4Rows, Kind::kS8Rows}) {
           if (cold && kind == Kind::kU16) continue;  // 8M x 256 uint16 is 4 GiB
           const std::string prefix = s.name + "/" + kind_name(kind) + "/";
           benchmark::RegisterBenchmark((prefix + "memcpy_rows").c_str(), bm_memcpy, s, kind, false)
               ->Threads(1)->Threads(2)->UseRealTime();
-          if (kind != Kind::kU16) {
+          if (kind == Kind::kS4 || kind == Kind::kS8) {
             benchmark::RegisterBenchmark((prefix + "memcpy_rows_scales").c_str(), bm_memcpy, s, kind, true)
                 ->Threads(1)->Threads(2)->UseRealTime();
           }
-          const GatherKernel k = kind == Kind::kU16  ? GatherKernel::bag_u16_i64
-                                 : kind == Kind::kS4 ? GatherKernel::requant_bag_s4_i64
-                                                     : GatherKernel::requant_bag_s8_i64;
+          const GatherKernel k = kind == Kind::kU16                              ? GatherKernel::bag_u16_i64
+                                 : kind == Kind::kS4 || kind == Kind::kS4Rows ? GatherKernel::requant_bag_s4_i64
+                                                                              : GatherKernel::requant_bag_s8_i64;
           for (const KernelSet& set : sets) {
             benchmark::RegisterBenchmark((prefix + qemb::kernel_name(set, k)).c_str(), bm_bag, s, kind, set, k)
                 ->Threads(1)->Threads(2)->UseRealTime();

@@ -48,7 +48,7 @@ struct RequantGatherParams {
   // cold lookup reads one contiguous run): the bytes from one row's weights
   // to the next, and from one row's scale to the next. 0 means the plain
   // layout (rows back to back, scales an array of floats). The gathers and
-  // the reference read both; the pooled kernels take the plain layout only.
+  // the pooled kernels and the reference read both.
   size_t row_stride = 0;
   size_t scale_stride = 0;
   ActivationEncoding act;  // output encoding; zero_point must lie in [0, 65535]

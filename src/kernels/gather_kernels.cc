@@ -479,11 +479,12 @@ HWY_INLINE void AccumulateScalar(float y, bool weighted, float w, float* HWY_RES
 constexpr size_t kBagPrefetchRows = 32;
 
 
-// What to prefetch for a row id: its stored bytes and, for PCQ tables, its scale.
+// What to prefetch for a row id: the uint16 table's row, or a PCQ row and
+// its scale (in either layout: PrefetchPcqRow).
 struct RowPrefetch {
+  const RequantGatherParams* pcq;  // nullptr for the uint16 table
   const uint8_t* rows;
   size_t row_bytes;
-  const float* scales;  // nullptr for the uint16 table
 };
 
 // Runs finish(out row) once a bag's ids are in, when at least one counted:
@@ -511,8 +512,11 @@ HWY_INLINE void PoolBags(size_t dim, const Id* HWY_RESTRICT ids, const BagParams
     for (size_t i = static_cast<size_t>(bag.offsets[b]); i < bag_end; ++i) {
       if (i + kBagPrefetchRows < end) {
         const size_t ahead = static_cast<size_t>(ids[i + kBagPrefetchRows]);
-        PrefetchRow(prefetch.rows + ahead * prefetch.row_bytes, prefetch.row_bytes);
-        if (prefetch.scales) hwy::Prefetch(prefetch.scales + ahead);
+        if (prefetch.pcq) {
+          PrefetchPcqRow(*prefetch.pcq, ahead, prefetch.row_bytes);
+        } else {
+          PrefetchRow(prefetch.rows + ahead * prefetch.row_bytes, prefetch.row_bytes);
+        }
       }
       const int64_t id = ids[i];
       if (id == bag.padding_idx) continue;
@@ -545,7 +549,7 @@ HWY_INLINE void BagU16(const RequantGatherParams& p, const Id* ids, const BagPar
   const size_t row_bytes = dim * sizeof(uint16_t);
   PoolBags(
       dim, ids, bag, out,
-      RowPrefetch{p.weights, row_bytes, nullptr},
+      RowPrefetch{nullptr, p.weights, row_bytes},
       [&](size_t r, bool weighted, float w, float* HWY_RESTRICT o) {
         const uint16_t* row = table + r * dim;
         const auto wv = hn::Set(df, w);
@@ -571,15 +575,14 @@ HWY_INLINE void RequantBagS8(const RequantGatherParams& p, const Id* ids, const 
   const Q16IntVec<DF> q16(df, p.act);
   const auto max16 = hn::Set(di, 65535);
   const size_t dim = p.dim;
-  const int8_t* weights = reinterpret_cast<const int8_t*>(p.weights);
   PoolBags(
       dim, ids, bag, out,
-      RowPrefetch{p.weights, dim, p.row_scales},
+      RowPrefetch{&p, p.weights, dim},
       [&](size_t r, bool weighted, float w, float* HWY_RESTRICT o) {
-        const float row_scale = p.row_scales[r];
+        const float row_scale = RowScale(p, r);
         const auto s = hn::Set(df, row_scale);
         const auto wv = hn::Set(df, w);
-        const int8_t* row = weights + r * dim;
+        const int8_t* row = reinterpret_cast<const int8_t*>(RowWeights(p, r, dim));
         size_t j = 0;
         for (; j + NF <= dim; j += NF) {
           const auto q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, row + j)));
@@ -699,16 +702,12 @@ HWY_NOINLINE void PoolBagsS4Registers(const RequantGatherParams& p, const Id* HW
     int64_t count = 0;
     const size_t bag_end = static_cast<size_t>(bag.offsets[b + 1]);
     for (size_t i = static_cast<size_t>(bag.offsets[b]); i < bag_end; ++i) {
-      if (i + kBagPrefetchRows < end) {
-        const size_t ahead = static_cast<size_t>(ids[i + kBagPrefetchRows]);
-        PrefetchRow(p.weights + ahead * row_bytes, row_bytes);
-        hwy::Prefetch(p.row_scales + ahead);
-      }
+      if (i + kBagPrefetchRows < end) PrefetchPcqRow(p, static_cast<size_t>(ids[i + kBagPrefetchRows]), row_bytes);
       const int64_t id = ids[i];
       if (id == bag.padding_idx) continue;
       const size_t r = static_cast<size_t>(id);
-      const uint8_t* HWY_RESTRICT row = p.weights + r * row_bytes;
-      const V table = FloatLut16<kLegacy>(p.row_scales[r], weighted, weighted ? bag.weights[i] : 1.0f,
+      const uint8_t* HWY_RESTRICT row = RowWeights(p, r, row_bytes);
+      const V table = FloatLut16<kLegacy>(RowScale(p, r), weighted, weighted ? bag.weights[i] : 1.0f,
                                           lut_act, lut_legacy);
       for (size_t g = 0; g < kGroups; ++g) {
         const auto bytes = hn::PromoteTo(du32, hn::LoadU(d8, row + 16 * g));
@@ -841,10 +840,10 @@ HWY_INLINE void RequantBagS4(const RequantGatherParams& p, const Id* ids, const 
   alignas(64) float lut[16];
   PoolBags(
       dim, ids, bag, out,
-      RowPrefetch{p.weights, row_bytes, p.row_scales},
+      RowPrefetch{&p, p.weights, row_bytes},
       [&](size_t r, bool weighted, float w, float* HWY_RESTRICT o) {
-        const float row_scale = p.row_scales[r];
-        const uint8_t* row = p.weights + r * row_bytes;
+        const float row_scale = RowScale(p, r);
+        const uint8_t* row = RowWeights(p, r, row_bytes);
         // The float table: the whole lookup on 16-lane targets, the odd
         // columns' on the others.
         BuildFloatLut<kLegacy>(row_scale, weighted, w, lut_act, lut_legacy, lut);

@@ -63,6 +63,26 @@ TEST_P(BagKernelsTest, OptimizedS8) { run_all_dims(set(), GatherFamily::kOptimiz
 TEST_P(BagKernelsTest, LegacyS4) { run_all_dims(set(), GatherFamily::kLegacy, 4); }
 TEST_P(BagKernelsTest, LegacyS8) { run_all_dims(set(), GatherFamily::kLegacy, 8); }
 
+// The row-interleaved layout: each row's scale, then its weights, at the
+// tightest stride and at a wider one, for every dim, scheme and pattern.
+TEST_P(BagKernelsTest, RowInterleavedLayout) {
+  for (size_t dim : kDims) {
+    for (int bits : {4, 8}) {
+      for (GatherFamily f : {GatherFamily::kOptimized, GatherFamily::kLegacy}) {
+        for (size_t extra : {0, 60}) {
+          const size_t stride = extra == 0 ? 0 : (4 + (bits == 4 ? (dim + 1) / 2 : dim) + extra + 3) / 4 * 4;
+          SCOPED_TRACE(std::string(set().isa) + " dim=" + std::to_string(dim) + " stride=" + std::to_string(stride));
+          BagTester().rows(37).dim(dim).lengths(kLengths).scheme(bits).seed(dim).weighted(true).padding_idx(3)
+              .interleaved(true, stride).Test(set(), f);
+          BagTester().rows(37).dim(dim).lengths(kLengths).scheme(bits).seed(dim + 1).mean(true)
+              .interleaved(true, stride).Test(set(), f);
+          if (HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(BagKernelsTest, BagsOf1000) {
   for (size_t dim : {17, 64, 128, 129}) {
     for (int bits : {4, 8}) {

@@ -39,6 +39,10 @@ class BagTester {
   // Explicit ids (and weights) instead of random ones.
   BagTester& ids(std::vector<int64_t> v) { ids_ = std::move(v); return *this; }
   BagTester& weights(std::vector<float> w) { weights_ = std::move(w); weighted_ = true; return *this; }
+  // Runs the kernels under test on the row-interleaved layout (each row's
+  // scale, then its weights, every `stride` bytes; 0 = the tightest multiple
+  // of 4), the reference on the plain one.
+  BagTester& interleaved(bool on, size_t stride = 0) { interleaved_ = on; stride_ = stride; return *this; }
 
   void Test(const KernelSet& set, GatherFamily family) const {
     ASSERT_GT(rows_, 0u);
@@ -82,6 +86,22 @@ class BagTester {
       p.weights = reinterpret_cast<const uint8_t*>(u16_table.data());
     }
 
+    RequantGatherParams pk = p;  // what the kernel under test reads
+    std::vector<uint8_t> rows_buffer;
+    if (interleaved_ && family != GatherFamily::kMaterialized) {
+      const size_t stride = stride_ ? stride_ : (4 + t.row_bytes() + 3) / 4 * 4;
+      rows_buffer.assign(rows_ * stride + 8, 0xEE);  // 0xEE: padding the kernels must not read as data
+      uint8_t* base = rows_buffer.data() + (4 - reinterpret_cast<uintptr_t>(rows_buffer.data()) % 4) % 4;
+      for (size_t r = 0; r < rows_; ++r) {
+        std::memcpy(base + r * stride, &t.scales[r], 4);
+        std::memcpy(base + r * stride + 4, t.weights.data() + r * t.row_bytes(), t.row_bytes());
+      }
+      pk.weights = base + 4;
+      pk.row_scales = reinterpret_cast<const float*>(base);
+      pk.row_stride = stride;
+      pk.scale_stride = stride;
+    }
+
     BagParams bag;
     bag.offsets = offsets.data();
     bag.bags = lengths_.size();
@@ -100,9 +120,9 @@ class BagTester {
       FillPoison(got);
       const GatherKernel k = kernel(family, i32);
       if (i32) {
-        i32_fn(set, family)(p, ids32.data(), bag, got.data());
+        i32_fn(set, family)(pk, ids32.data(), bag, got.data());
       } else {
-        i64_fn(set, family)(p, ids.data(), bag, got.data());
+        i64_fn(set, family)(pk, ids.data(), bag, got.data());
       }
       if (!Check(kernel_name(set, k), want, got, bag.out_stride)) return;
     }
@@ -123,6 +143,8 @@ class BagTester {
 
  private:
   static constexpr size_t kGap = 5;  // floats between bag rows and after the last
+  bool interleaved_ = false;
+  size_t stride_ = 0;
   static constexpr uint32_t kPoison = 0x7FC0BEEFu;
 
   BagI64Fn i64_fn(const KernelSet& s, GatherFamily f) const {
