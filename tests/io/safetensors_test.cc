@@ -12,6 +12,8 @@
 
 #include "qemb/half.h"
 
+#include "support/temp_dir.h"
+
 namespace qemb {
 namespace {
 
@@ -19,14 +21,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // A fresh folder per test so tests never see each other's files.
-std::string test_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string dir = ::testing::TempDir() + "/qemb_io_safetensors_" + info->test_suite_name() + "_" + info->name() +
-                    "_" + std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+std::string test_dir() { return qemb::testing::per_test_dir("qemb_io_safetensors_"); }
 
 std::vector<uint8_t> read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -12,6 +12,8 @@
 
 #include "qemb/npy.h"
 
+#include "support/temp_dir.h"
+
 namespace qemb {
 namespace {
 
@@ -19,14 +21,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-std::string test_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string dir = ::testing::TempDir() + "/qemb_io_tokens_" + info->test_suite_name() + "_" + info->name() + "_" +
-                    std::to_string(::getpid());
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
+std::string test_dir() { return qemb::testing::per_test_dir("qemb_io_tokens_"); }
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);

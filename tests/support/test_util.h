@@ -15,28 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.h"
+
 namespace qemb::testing {
-
-// A fresh folder per test, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::string name = std::string(info ? info->test_suite_name() : "t") + "_" + (info ? info->name() : "x");
-    for (char& c : name)
-      if (c == '/') c = '_';
-    path_ = std::filesystem::path(::testing::TempDir()) /
-            ("qemb_" + name + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 // splitmix64: portable, so tables are the same on every platform.
 class Rng {
