@@ -125,6 +125,9 @@ struct EvalOptions {
 
 struct EvalReport {
   std::string file, tensor, dtype;  // where the table came from
+  // The source was block-quantized (GGUF Q8_0, Q4_0): the "float" table is
+  // its exact dequantization, so the metrics measure re-quantization only.
+  bool source_quantized = false;
   int64_t vocab_size = 0, dim = 0;
   int64_t rows_evaluated = 0;
   std::string rows_source;  // "all rows" or the --tokens source
@@ -183,6 +186,9 @@ struct FakeQuantOptions {
   Pattern pattern = Pattern::kAuto;
   std::string qnn_sdk_version;  // empty = discover from QNN_SDK_ROOT
   std::optional<std::vector<int64_t>> calibration_tokens;
+  // A folder (or index) in: hard-link the unchanged shards into the output
+  // folder instead of copying them, where the file system allows it.
+  bool link = false;
 };
 
 struct FakeQuantResult {
@@ -191,6 +197,8 @@ struct FakeQuantResult {
   Pattern pattern = Pattern::kLegacy;
   std::string pattern_reason;
   ActivationEncoding act;
+  bool folder = false;       // the output is a checkpoint folder
+  int64_t linked_files = 0;  // shards hard-linked rather than copied (--link)
 };
 
 // The deployed lookup's values for every row of a row-major float table (what
@@ -202,9 +210,14 @@ Result<FakeQuantResult> fakequant_table(const float* table, int64_t rows, int64_
 // returns (deployed_rows over every row). The store is not saved.
 Result<FakeQuantResult> fakequant_store(ParamStore& store, const FakeQuantOptions& options,
                                         const TargetVersion& target);
-// Opens `checkpoint`, fake-quantizes its embedding and writes the copy to
-// `out_path` (F16/BF16 rounded to nearest even; everything else
-// byte-identical). Atomic; refuses out_path == checkpoint.
+// Opens `checkpoint` (any form Checkpoint::open takes except GGUF),
+// fake-quantizes its embedding and writes the copy to `out_path` (F16/BF16
+// rounded to nearest even; everything else byte-identical). A lone file gives
+// a file. A folder or an index gives a complete new folder at `out_path`: the
+// shard holding the embedding rewritten, every other file (shards, the
+// index, config.json, tokenizer files) copied unchanged, or for shards
+// hard-linked with options.link. Atomic (the folder appears complete or not at
+// all); refuses out_path == checkpoint and an existing output folder.
 Result<FakeQuantResult> fakequant_checkpoint(const std::string& checkpoint, const FakeQuantOptions& options,
                                              const std::string& out_path);
 

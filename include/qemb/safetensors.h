@@ -95,7 +95,8 @@ class SafetensorsFile {
 const std::vector<std::string>& embedding_name_suffixes();
 
 // The embedding table's tensor name. explicit_name empty = pick the single
-// 2-D tensor whose name ends with an embedding suffix. Errors: explicit name
+// 2-D tensor whose name ends with an embedding suffix, else (a tied model)
+// the single 2-D lm_head.weight. Errors: explicit name
 // missing -> kNotFound (lists 2-D candidates and the closest names); explicit
 // but not 2-D -> kUnsupported; auto with no match -> kNotFound, with several
 // -> kInvalidArgument (both list candidates and suggest --tensor NAME).

@@ -75,7 +75,7 @@ void add_compile_command(CLI::App& app, Action& run) {
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand("compile", "Quantize a checkpoint's embedding into a .qemb artifact");
-  cmd->add_option("checkpoint", f->checkpoint, "safetensors checkpoint")->required();
+  cmd->add_option("checkpoint", f->checkpoint, "checkpoint: safetensors file, index JSON, folder or GGUF file")->required();
   cmd->add_option("--tensor", f->tensor, "embedding tensor name (default: detected by name)");
   cmd->add_option("--scheme", f->scheme, "16a4w | 16a8w")->capture_default_str()->check(parsed_by(parse_scheme));
   cmd->add_option("--pattern", f->pattern, "auto | optimized | legacy")

@@ -21,7 +21,7 @@ void add_eval_command(CLI::App& app, Action& run) {
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
       "eval", "What quantization cost: the deployed lookup against the float table, both patterns");
-  cmd->add_option("checkpoint", f->checkpoint, "safetensors checkpoint")->required();
+  cmd->add_option("checkpoint", f->checkpoint, "checkpoint: safetensors file, index JSON, folder or GGUF file")->required();
   cmd->add_option("--tensor", f->tensor, "embedding tensor (dotted path; default: detected by name)");
   cmd->add_option("--scheme", f->scheme, "16a4w | 16a8w | all")
       ->capture_default_str()

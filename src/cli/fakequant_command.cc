@@ -10,13 +10,15 @@ namespace qemb::cli {
 void add_fakequant_command(CLI::App& app, Action& run) {
   struct Flags {
     std::string checkpoint, tensor, scheme, pattern = "auto", sdk_version, calibration, out;
-    bool quiet = false;
+    bool quiet = false, link = false;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
       "fakequant",
       "Copy a checkpoint with the embedding replaced by what the deployed lookup returns (dequantized)");
-  cmd->add_option("checkpoint", f->checkpoint, "safetensors checkpoint")->required();
+  cmd->add_option("checkpoint", f->checkpoint,
+                  "safetensors file, model.safetensors.index.json or checkpoint folder")
+      ->required();
   cmd->add_option("--tensor", f->tensor, "embedding tensor (dotted path; default: detected by name)");
   cmd->add_option("--scheme", f->scheme, "16a4w | 16a8w")->required()->check(parsed_by(parse_scheme));
   cmd->add_option("--pattern", f->pattern, "auto | optimized | legacy")
@@ -26,7 +28,10 @@ void add_fakequant_command(CLI::App& app, Action& run) {
       ->check(sdk_version_rule());
   cmd->add_option("--calibration-tokens", f->calibration,
                   "token ids whose rows define the activation range (default: the whole table)");
-  cmd->add_option("-o,--output", f->out, "output .safetensors file")->required();
+  cmd->add_option("-o,--output", f->out,
+                  "output .safetensors file (a new folder when the input is a folder or an index)")
+      ->required();
+  cmd->add_flag("--link", f->link, "folder output: hard-link the unchanged shards instead of copying them");
   cmd->add_flag("--quiet", f->quiet, "print nothing on success");
   cmd->callback([f, &run] {
     run = [f]() -> Status {
@@ -35,6 +40,7 @@ void add_fakequant_command(CLI::App& app, Action& run) {
       QEMB_ASSIGN_OR_RETURN(o.scheme, parse_scheme(f->scheme));
       QEMB_ASSIGN_OR_RETURN(o.pattern, parse_pattern(f->pattern));
       o.qnn_sdk_version = f->sdk_version;
+      o.link = f->link;
       if (!f->calibration.empty()) {
         QEMB_ASSIGN_OR_RETURN(o.calibration_tokens, read_token_file(f->calibration));
       }
@@ -46,8 +52,14 @@ void add_fakequant_command(CLI::App& app, Action& run) {
         std::fprintf(out, "scheme:     %s\n", to_string(o.scheme));
         std::fprintf(out, "pattern:    %s (%s)\n", to_string(r.pattern), escape_control(r.pattern_reason).c_str());
         std::fprintf(out, "activation: scale %.6g, offset %d\n", r.act.scale, r.act.offset());
-        std::fprintf(out, "wrote %s (every other tensor and the metadata unchanged)\n",
-                     escape_control(f->out).c_str());
+        if (r.folder) {
+          std::fprintf(out, "wrote folder %s (every other tensor and file unchanged%s)\n", escape_control(f->out).c_str(),
+                       r.linked_files > 0 ? (", " + std::to_string(r.linked_files) + " shards hard-linked").c_str()
+                                          : "");
+        } else {
+          std::fprintf(out, "wrote %s (every other tensor and the metadata unchanged)\n",
+                       escape_control(f->out).c_str());
+        }
       }
       return Status::Ok();
     };

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "qemb/artifact.h"
+#include "qemb/checkpoint.h"
 #include "qemb/compiler.h"
 #include "qemb/file.h"
 #include "qemb/kernels.h"
@@ -515,21 +516,18 @@ Result<CompiledEmbedding> compile_checkpoint_impl(const std::string& checkpoint,
   if (out_path != nullptr && same_file(checkpoint, *out_path))
     return make_error(ErrorCode::kInvalidArgument,
                       "the output '" + *out_path + "' is the input checkpoint; choose another path");
-  QEMB_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(checkpoint));
-  QEMB_ASSIGN_OR_RETURN(std::string name, find_embedding_tensor(file, options.tensor));
-  const SafetensorsTensor* info = file.find(name);
-  if (!is_float_convertible_dtype(info->dtype))
-    return make_error(ErrorCode::kUnsupported, "tensor '" + name + "' has dtype " + info->dtype +
-                                                   "; qemb reads F32, F16 and BF16 embeddings");
+  QEMB_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(checkpoint));
+  QEMB_ASSIGN_OR_RETURN(std::string name, ckpt.find_embedding(options.tensor));
+  QEMB_ASSIGN_OR_RETURN(CheckpointTable table, ckpt.table(name));
   // Before the output exists: an empty table fails with nothing to clean up.
-  if (info->shape[0] <= 0 || info->shape[1] <= 0) return empty_table_error(info->shape[0], info->shape[1]);
+  if (table.rows() <= 0 || table.dim() <= 0) return empty_table_error(table.rows(), table.dim());
   QEMB_ASSIGN_OR_RETURN(TargetVersion target, discover_target_version(options.qnn_sdk_version));
-  TableSource source{checkpoint, name, info->dtype};
-  if (out_path == nullptr) return compile_rows(SafetensorsRows(file, *info), options, target, source);
+  TableSource source{checkpoint, name, table.info().dtype};
+  if (out_path == nullptr) return compile_rows(CheckpointRows(table), options, target, source);
   // Opened before the long part, so an unwritable path fails at once.
   QEMB_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactStream> out, ArtifactStream::create(*out_path));
   QEMB_ASSIGN_OR_RETURN(CompiledEmbedding compiled,
-                        compile_rows(SafetensorsRows(file, *info), options, target, *out, source));
+                        compile_rows(CheckpointRows(table), options, target, *out, source));
   QEMB_RETURN_IF_ERROR(out->finish(compiled.runtime_graph, compiled.metadata));
   return compiled;
 }

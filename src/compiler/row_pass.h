@@ -1,10 +1,8 @@
 // The compiler's parallel pass over the rows of a table, shared with eval:
 // fixed row chunks on a few threads, a progress report, and a row source over
-// a memory-mapped safetensors tensor that drops the pages it has consumed.
+// a memory-mapped checkpoint table that drops the pages it has consumed.
 #pragma once
 
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,7 +12,7 @@
 #include <vector>
 
 #include "qemb/compiler.h"
-#include "qemb/safetensors.h"
+#include "qemb/checkpoint.h"
 
 namespace qemb {
 
@@ -41,8 +39,6 @@ int default_threads(int requested);
 // in cache, and chunks are many enough to share among threads.
 inline int64_t row_chunk(int64_t dim) { return std::clamp<int64_t>((int64_t{1} << 20) / (dim * 4), 8, 4096); }
 
-// Rows of a memory-mapped safetensors tensor. Rows already processed are
-// dropped from memory so a multi-GiB table never becomes resident whole.
 // A float32 [rows, dim] table already in memory, read in place.
 class ArrayRows final : public RowSource {
  public:
@@ -59,29 +55,18 @@ class ArrayRows final : public RowSource {
   int64_t rows_, dim_;
 };
 
-class SafetensorsRows final : public RowSource {
+// Rows of a memory-mapped checkpoint table. Rows already processed are
+// dropped from memory so a multi-GiB table never becomes resident whole.
+class CheckpointRows final : public RowSource {
  public:
-  SafetensorsRows(const SafetensorsFile& file, const SafetensorsTensor& tensor)
-      : file_(file),
-        tensor_(tensor),
-        row_bytes_(tensor.shape[0] > 0 ? tensor.byte_size() / static_cast<uint64_t>(tensor.shape[0]) : 0) {}
-  int64_t rows() const override { return tensor_.shape[0]; }
-  int64_t dim() const override { return tensor_.shape[1]; }
-  Status read(int64_t begin, int64_t end, float* out) const override {
-    return file_.read_rows_float(tensor_, begin, end, out);
-  }
-  void release(int64_t begin, int64_t end) const override {
-    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const uintptr_t lo = reinterpret_cast<uintptr_t>(file_.raw(tensor_)) + static_cast<uintptr_t>(begin) * row_bytes_;
-    const uintptr_t hi = reinterpret_cast<uintptr_t>(file_.raw(tensor_)) + static_cast<uintptr_t>(end) * row_bytes_;
-    const uintptr_t first = (lo + page - 1) & ~(page - 1), last = hi & ~(page - 1);
-    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
-  }
+  explicit CheckpointRows(const CheckpointTable& table) : table_(table) {}
+  int64_t rows() const override { return table_.rows(); }
+  int64_t dim() const override { return table_.dim(); }
+  Status read(int64_t begin, int64_t end, float* out) const override { return table_.read_rows(begin, end, out); }
+  void release(int64_t begin, int64_t end) const override { table_.release(begin, end); }
 
  private:
-  const SafetensorsFile& file_;
-  const SafetensorsTensor& tensor_;
-  uint64_t row_bytes_;
+  const CheckpointTable& table_;
 };
 
 // Releases consumed input in windows of about 8 MiB of float rows, each once,

@@ -9,6 +9,8 @@
 #include "compiler/row_pass.h"
 #include "eval/metric_kernels.h"
 #include "qemb/eval.h"
+#include "qemb/checkpoint.h"
+#include "eval/checkpoint_folder.h"
 #include "qemb/file.h"
 #include "qemb/quantize_kernels.h"
 #include "qemb/safetensors.h"
@@ -533,18 +535,6 @@ Result<std::string> embedding_name(const ParamStore& store, const std::string& e
 
 }  // namespace
 
-Result<EvalReport> evaluate_checkpoint(const std::string& checkpoint, const EvalOptions& options) {
-  QEMB_ASSIGN_OR_RETURN(ParamStore store, ParamStore::open(checkpoint));
-  QEMB_ASSIGN_OR_RETURN(std::string name, embedding_name(store, options.tensor));
-  QEMB_ASSIGN_OR_RETURN(ParamInfo info, store.info(name));
-  QEMB_ASSIGN_OR_RETURN(TargetVersion target, discover_target_version(options.qnn_sdk_version));
-  // Streamed from the mapping, a row at a time: the table is never in memory whole.
-  const SafetensorsTensor* tensor = store.file().find(name);
-  if (tensor == nullptr) return make_error(ErrorCode::kInternal, "tensor '" + name + "' vanished from the checkpoint");
-  return evaluate_rows(SafetensorsRows(store.file(), *tensor), options, target,
-                       TableSource{checkpoint, name, info.dtype});
-}
-
 Result<FakeQuantResult> fakequant_table(const float* table, int64_t rows, int64_t dim,
                                         const FakeQuantOptions& options, const TargetVersion& target, float* out) {
   QEMB_RETURN_IF_ERROR(check_table(table, rows, dim));
@@ -560,9 +550,10 @@ Result<FakeQuantResult> fakequant_table(const float* table, int64_t rows, int64_
   return r;
 }
 
-Result<FakeQuantResult> fakequant_store(ParamStore& store, const FakeQuantOptions& options,
+namespace {
+
+Result<FakeQuantResult> fakequant_named(ParamStore& store, const std::string& name, const FakeQuantOptions& options,
                                         const TargetVersion& target) {
-  QEMB_ASSIGN_OR_RETURN(std::string name, embedding_name(store, options.tensor));
   QEMB_ASSIGN_OR_RETURN(ParamInfo info, store.info(name));
   QEMB_ASSIGN_OR_RETURN(FloatTensor table, store.get(name));
   // Overwrite in place: each row is read (quantized) before it is replaced.
@@ -574,15 +565,79 @@ Result<FakeQuantResult> fakequant_store(ParamStore& store, const FakeQuantOption
   return out;
 }
 
+// The safetensors file (the lone file, or the shard of the table) as a
+// ParamStore, and the table's name in it.
+struct StoreAndName {
+  ParamStore store;
+  std::string name;
+};
+
+Result<StoreAndName> open_store(const Checkpoint& ckpt, const std::string& explicit_name) {
+  std::string wanted = explicit_name;
+  if (wanted.empty()) {
+    QEMB_ASSIGN_OR_RETURN(wanted, ckpt.find_embedding(""));
+  }
+  std::shared_ptr<const SafetensorsFile> file;
+  if (ckpt.format() == CheckpointFormat::kSafetensors) {
+    QEMB_ASSIGN_OR_RETURN(file, ckpt.lone_safetensors());
+  } else {
+    QEMB_ASSIGN_OR_RETURN(file, ckpt.safetensors_of(wanted));
+  }
+  QEMB_ASSIGN_OR_RETURN(ParamStore store, ParamStore::from_file(*file));
+  QEMB_ASSIGN_OR_RETURN(std::string name, embedding_name(store, wanted));
+  return StoreAndName{std::move(store), std::move(name)};
+}
+
+}  // namespace
+
+Result<EvalReport> evaluate_checkpoint(const std::string& checkpoint, const EvalOptions& options) {
+  QEMB_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(checkpoint));
+  std::string name;
+  if (ckpt.format() == CheckpointFormat::kGguf) {
+    QEMB_ASSIGN_OR_RETURN(name, ckpt.find_embedding(options.tensor));
+  } else {
+    // An explicit name resolves as a dotted path, as fakequant writes through.
+    QEMB_ASSIGN_OR_RETURN(StoreAndName opened, open_store(ckpt, options.tensor));
+    name = opened.name;
+  }
+  QEMB_ASSIGN_OR_RETURN(CheckpointTable table, ckpt.table(name));
+  QEMB_ASSIGN_OR_RETURN(TargetVersion target, discover_target_version(options.qnn_sdk_version));
+  // Streamed from the mapping, a row at a time: the table is never in memory whole.
+  QEMB_ASSIGN_OR_RETURN(EvalReport report, evaluate_rows(CheckpointRows(table), options, target,
+                                                          TableSource{checkpoint, name, table.info().dtype}));
+  report.source_quantized = table.source_quantized();
+  return report;
+}
+
+Result<FakeQuantResult> fakequant_store(ParamStore& store, const FakeQuantOptions& options,
+                                        const TargetVersion& target) {
+  QEMB_ASSIGN_OR_RETURN(std::string name, embedding_name(store, options.tensor));
+  return fakequant_named(store, name, options, target);
+}
+
 Result<FakeQuantResult> fakequant_checkpoint(const std::string& checkpoint, const FakeQuantOptions& options,
                                              const std::string& out_path) {
   if (same_file(checkpoint, out_path))
     return make_error(ErrorCode::kInvalidArgument,
                       "the output '" + out_path + "' is the input checkpoint; choose another path");
-  QEMB_ASSIGN_OR_RETURN(ParamStore store, ParamStore::open(checkpoint));
+  QEMB_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(checkpoint));
+  if (ckpt.format() == CheckpointFormat::kGguf)
+    return make_error(ErrorCode::kUnsupported, "fakequant writes safetensors checkpoints; '" + checkpoint +
+                                                   "' is GGUF (compile and eval read it)");
+  QEMB_ASSIGN_OR_RETURN(StoreAndName opened, open_store(ckpt, options.tensor));
   QEMB_ASSIGN_OR_RETURN(TargetVersion target, discover_target_version(options.qnn_sdk_version));
-  QEMB_ASSIGN_OR_RETURN(FakeQuantResult result, fakequant_store(store, options, target));
-  QEMB_RETURN_IF_ERROR(store.save(out_path));
+  QEMB_ASSIGN_OR_RETURN(FakeQuantResult result, fakequant_named(opened.store, opened.name, options, target));
+  if (!ckpt.folder().empty() && out_path == kStdioPath)
+    return make_error(ErrorCode::kInvalidArgument, "fakequant of a checkpoint folder writes a folder, which cannot go "
+                                                   "to standard output; give a new folder path with -o");
+  if (ckpt.folder().empty()) {
+    QEMB_RETURN_IF_ERROR(opened.store.save(out_path));
+  } else {
+    // A folder (or an index) in, a complete folder out.
+    QEMB_ASSIGN_OR_RETURN(result.linked_files,
+                          write_checkpoint_folder(ckpt, opened.store, out_path, options.link));
+    result.folder = true;
+  }
   return result;
 }
 

@@ -520,6 +520,8 @@ std::string render_html_report(const EvalReport& report) {
   s += "<p class=\"sub\">" + escape(report.dtype) +
        printf_string(" [%lld &times; %lld]", static_cast<long long>(report.vocab_size), static_cast<long long>(report.dim)) +
        (report.file.empty() ? "" : " from <code>" + escape(report.file) + "</code>") +
+       (report.source_quantized ? " (the source was already quantized: the float table is its exact dequantization)"
+                                : "") +
        printf_string(" &middot; %lld rows evaluated (", static_cast<long long>(report.rows_evaluated)) +
        escape(report.rows_source) + ")<br>activation encoding: " +
        printf_string("scale %.6g, offset %d, range [%.6g, %.6g]", report.act.scale, report.act.offset(), report.act_range_lo,

@@ -43,6 +43,7 @@ nlohmann::ordered_json eval_report_json(const EvalReport& report) {
   json out;
   out["tensor"] = report.tensor;
   out["dtype"] = report.dtype;
+  out["source_quantized"] = report.source_quantized;
   out["file"] = report.file;
   out["vocab_size"] = report.vocab_size;
   out["dim"] = report.dim;
@@ -97,6 +98,10 @@ std::string format_eval_report(const EvalReport& report) {
                      report.dtype.c_str(), static_cast<long long>(report.vocab_size),
                      static_cast<long long>(report.dim), report.file.empty() ? "" : " from ",
                      escape_control(report.file).c_str());
+  if (report.source_quantized)
+    s += printf_string("source      already quantized (%s): the float table is its exact dequantization, so the "
+                       "figures below measure re-quantization only\n",
+                       report.dtype.c_str());
   s += printf_string("rows        %lld of %lld (%s)\n", static_cast<long long>(report.rows_evaluated),
                      static_cast<long long>(report.vocab_size), escape_control(report.rows_source).c_str());
   s += printf_string("activation  scale %.6g, offset %d, range [%.6g, %.6g] from %s", report.act.scale,

@@ -381,11 +381,17 @@ Result<std::string> find_embedding_tensor(const SafetensorsFile& f, const std::s
   }
   if (matches.size() == 1) return matches[0]->name;
   if (matches.empty()) {
+    // A model that ties its input embedding to the output head may store the
+    // table only as lm_head.weight.
+    std::vector<const SafetensorsTensor*> tied;
+    for (const SafetensorsTensor* t : two_d)
+      if (t->name == "lm_head.weight" || t->name.ends_with(".lm_head.weight")) tied.push_back(t);
+    if (tied.size() == 1) return tied[0]->name;
     return make_error(ErrorCode::kNotFound,
                       "no embedding table found in " + file +
                           " (looked for a 2-D tensor named *embed_tokens.weight, "
                           "*tok_embeddings.weight, *tok_embedding.weight, *wte.weight, *word_embeddings.weight or "
-                          "*token_embd.weight); " +
+                          "*token_embd.weight, or a tied model's *lm_head.weight); " +
                           listed + ". Pass --tensor NAME");
   }
   return make_error(ErrorCode::kInvalidArgument, "several embedding tables in " + file + ": " + join_tensors(matches) +

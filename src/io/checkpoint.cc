@@ -1,0 +1,456 @@
+#include "qemb/checkpoint.h"
+
+#include <fnmatch.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "qemb/file.h"
+#include "qemb/strings.h"
+
+namespace qemb {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
+
+// An index larger than this is refused (real ones are well under 1 MiB).
+constexpr uint64_t kMaxIndexBytes = 100ull << 20;
+constexpr size_t kMaxListed = 20;
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool has_suffix_component(const std::string& name, const std::string& suffix) {
+  return name == suffix || ends_with(name, "." + suffix);
+}
+
+bool is_embedding_name(const std::string& name) {
+  for (const std::string& s : embedding_name_suffixes())
+    if (has_suffix_component(name, s)) return true;
+  return false;
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < kMaxListed; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > kMaxListed) out += ", ... and " + std::to_string(names.size() - kMaxListed) + " more";
+  return out;
+}
+
+std::string closest_names(const std::string& wanted, const std::vector<std::string>& names) {
+  std::vector<std::pair<size_t, const std::string*>> ranked;
+  for (const std::string& n : names) ranked.emplace_back(edit_distance(wanted, n), &n);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string out;
+  for (size_t i = 0; i < ranked.size() && i < 3; ++i) out += (i ? ", " : "") + *ranked[i].second;
+  return out;
+}
+
+bool is_glob(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+
+Result<std::string> read_small_file(const std::string& path, uint64_t limit) {
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec) return make_error(ErrorCode::kNotFound, "cannot read " + in_quotes(path) + ": " + ec.message());
+  if (size > limit)
+    return make_error(ErrorCode::kParseError, in_quotes(path) + " is " + std::to_string(size) + " bytes, over the " +
+                                                  std::to_string(limit) + "-byte limit for an index");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(ErrorCode::kIoError, "cannot open " + in_quotes(path));
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// config.json next to the checkpoint says "tie_word_embeddings": false.
+bool config_unties(const std::string& folder) {
+  if (folder.empty()) return false;
+  auto text = read_small_file((fs::path(folder) / "config.json").string(), 16ull << 20);
+  if (!text.ok()) return false;
+  auto config = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!config.is_object()) return false;
+  auto it = config.find("tie_word_embeddings");
+  return it != config.end() && it->is_boolean() && !it->get<bool>();
+}
+
+}  // namespace
+
+const char* to_string(CheckpointFormat format) {
+  switch (format) {
+    case CheckpointFormat::kSafetensors: return "safetensors";
+    case CheckpointFormat::kShardedSafetensors: return "sharded safetensors";
+    case CheckpointFormat::kGguf: return "gguf";
+  }
+  return "?";
+}
+
+struct Checkpoint::State {
+  CheckpointFormat format = CheckpointFormat::kSafetensors;
+  std::string path, folder, index_path, file;
+  // Sharded: tensor -> shard file name, in index order.
+  std::vector<std::pair<std::string, std::string>> weight_map;
+  std::map<std::string, std::string> shard_of;
+  std::vector<std::string> shards;  // distinct, in index order
+  std::shared_ptr<const GgufFile> gguf;
+  std::mutex mu;  // guards `mapped`
+  std::map<std::string, std::shared_ptr<const SafetensorsFile>> mapped;  // by shard file name (or the lone file)
+
+  std::string shard_path(const std::string& shard) const { return (fs::path(folder) / shard).string(); }
+};
+
+namespace {
+
+Status parse_index(Checkpoint::State& s) {
+  QEMB_ASSIGN_OR_RETURN(std::string text, read_small_file(s.index_path, kMaxIndexBytes));
+  auto bad = [&](const std::string& what) {
+    return make_error(ErrorCode::kParseError, "index " + in_quotes(s.index_path) + ": " + what);
+  };
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return bad("not valid JSON");
+  if (!j.is_object()) return bad("the top level must be a JSON object");
+  auto wm = j.find("weight_map");
+  if (wm == j.end() || !wm->is_object()) return bad("has no \"weight_map\" object (tensor name -> shard file)");
+  if (wm->empty()) return bad("\"weight_map\" is empty");
+  for (auto it = wm->begin(); it != wm->end(); ++it) {
+    if (!it->is_string()) return bad("\"weight_map\" entry " + in_quotes(it.key()) + " is not a file name string");
+    const std::string shard = it->get<std::string>();
+    const fs::path p(shard);
+    bool escapes = shard.empty() || p.is_absolute();
+    for (const auto& part : p)
+      if (part == "..") escapes = true;
+    if (escapes)
+      return bad("\"weight_map\" places " + in_quotes(it.key()) + " in " + in_quotes(shard) +
+                 "; shards must be files inside the index's folder");
+    s.weight_map.emplace_back(it.key(), shard);
+    s.shard_of.emplace(it.key(), shard);
+    if (std::find(s.shards.begin(), s.shards.end(), shard) == s.shards.end()) s.shards.push_back(shard);
+  }
+  for (const std::string& shard : s.shards) {
+    std::error_code ec;
+    if (!fs::is_regular_file(s.shard_path(shard), ec))
+      return make_error(ErrorCode::kNotFound, "index " + in_quotes(s.index_path) + " names shard " + in_quotes(shard) +
+                                                  ", which is not in " + in_quotes(s.folder) +
+                                                  "; the checkpoint is incomplete (download the missing shard)");
+  }
+  return Status::Ok();
+}
+
+// The checkpoint inside a folder: its index, else its one safetensors file,
+// else its one GGUF file.
+Status open_folder(Checkpoint::State& s) {
+  s.folder = s.path;
+  std::vector<std::string> indexes, safetensors, ggufs;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(s.path, ec)) {
+    if (!e.is_regular_file(ec)) continue;
+    const std::string name = e.path().filename().string();
+    if (ends_with(name, ".safetensors.index.json")) indexes.push_back(name);
+    else if (ends_with(name, ".safetensors")) safetensors.push_back(name);
+    else if (ends_with(name, ".gguf")) ggufs.push_back(name);
+  }
+  if (ec) return make_error(ErrorCode::kIoError, "cannot list folder " + in_quotes(s.path) + ": " + ec.message());
+  std::sort(indexes.begin(), indexes.end());
+  std::sort(safetensors.begin(), safetensors.end());
+  std::sort(ggufs.begin(), ggufs.end());
+  const auto join = [&](const std::vector<std::string>& v) { return join_names(v); };
+  if (std::find(indexes.begin(), indexes.end(), kSafetensorsIndexName) != indexes.end()) {
+    indexes = {kSafetensorsIndexName};
+  }
+  if (indexes.size() > 1)
+    return make_error(ErrorCode::kInvalidArgument, "folder " + in_quotes(s.path) + " holds several indexes (" +
+                                                       join(indexes) + "); pass the one to use");
+  if (indexes.size() == 1) {
+    s.format = CheckpointFormat::kShardedSafetensors;
+    s.index_path = (fs::path(s.path) / indexes[0]).string();
+    return parse_index(s);
+  }
+  if (safetensors.size() == 1) {
+    s.format = CheckpointFormat::kSafetensors;
+    s.file = (fs::path(s.path) / safetensors[0]).string();
+    return Status::Ok();
+  }
+  if (safetensors.size() > 1)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "folder " + in_quotes(s.path) + " holds several .safetensors files (" + join(safetensors) +
+                          ") but no model.safetensors.index.json saying which tensor is in which; pass one file");
+  if (ggufs.size() == 1) {
+    s.format = CheckpointFormat::kGguf;
+    s.file = (fs::path(s.path) / ggufs[0]).string();
+    return Status::Ok();
+  }
+  if (ggufs.size() > 1)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "folder " + in_quotes(s.path) + " holds several .gguf files (" + join(ggufs) + "); pass one");
+  return make_error(ErrorCode::kNotFound, "folder " + in_quotes(s.path) +
+                                              " holds no model.safetensors.index.json, .safetensors or .gguf file");
+}
+
+}  // namespace
+
+Result<Checkpoint> Checkpoint::open(const std::string& path) {
+  auto s = std::make_shared<State>();
+  s->path = path;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st))
+    return make_error(ErrorCode::kNotFound, "checkpoint " + in_quotes(path) + " does not exist");
+  if (fs::is_directory(st)) {
+    QEMB_RETURN_IF_ERROR(open_folder(*s));
+  } else if (ends_with(path, ".json")) {
+    s->format = CheckpointFormat::kShardedSafetensors;
+    s->index_path = path;
+    const fs::path parent = fs::path(path).parent_path();
+    s->folder = parent.empty() ? "." : parent.string();
+    QEMB_RETURN_IF_ERROR(parse_index(*s));
+  } else {
+    s->file = path;
+    char magic[4] = {};
+    std::ifstream in(path, std::ios::binary);
+    in.read(magic, 4);
+    s->format = in.gcount() == 4 && std::memcmp(magic, "GGUF", 4) == 0 ? CheckpointFormat::kGguf
+                                                                         : CheckpointFormat::kSafetensors;
+  }
+  if (s->format == CheckpointFormat::kGguf) {
+    QEMB_ASSIGN_OR_RETURN(GgufFile g, GgufFile::open(s->file));
+    s->gguf = std::make_shared<const GgufFile>(std::move(g));
+  } else if (s->format == CheckpointFormat::kSafetensors) {
+    QEMB_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(s->file));
+    s->mapped.emplace("", std::make_shared<const SafetensorsFile>(std::move(f)));
+  }
+  return Checkpoint(std::move(s));
+}
+
+CheckpointFormat Checkpoint::format() const { return s_->format; }
+const std::string& Checkpoint::path() const { return s_->path; }
+const std::string& Checkpoint::folder() const { return s_->folder; }
+const std::string& Checkpoint::index_path() const { return s_->index_path; }
+const std::string& Checkpoint::file() const {
+  return s_->format == CheckpointFormat::kShardedSafetensors ? s_->index_path : s_->file;
+}
+const GgufFile* Checkpoint::gguf() const { return s_->gguf.get(); }
+
+Result<std::shared_ptr<const SafetensorsFile>> Checkpoint::lone_safetensors() const {
+  if (s_->format != CheckpointFormat::kSafetensors)
+    return make_error(ErrorCode::kUnsupported, in_quotes(s_->path) + " is a " + to_string(s_->format) +
+                                                   " checkpoint, not one safetensors file");
+  return s_->mapped.at("");
+}
+
+std::vector<std::string> Checkpoint::tensor_names() const {
+  std::vector<std::string> names;
+  switch (s_->format) {
+    case CheckpointFormat::kShardedSafetensors:
+      for (const auto& [name, shard] : s_->weight_map) names.push_back(name);
+      break;
+    case CheckpointFormat::kGguf:
+      for (const GgufTensor& t : s_->gguf->tensors()) names.push_back(t.name);
+      break;
+    case CheckpointFormat::kSafetensors:
+      for (const SafetensorsTensor& t : s_->mapped.at("")->tensors()) names.push_back(t.name);
+      break;
+  }
+  return names;
+}
+
+std::vector<std::string> Checkpoint::shard_files() const { return s_->shards; }
+
+Result<std::string> Checkpoint::file_of(const std::string& name) const {
+  bool found = false;
+  std::string file = s_->file;
+  if (s_->format == CheckpointFormat::kShardedSafetensors) {
+    auto it = s_->shard_of.find(name);
+    if (it != s_->shard_of.end()) {
+      found = true;
+      file = s_->shard_path(it->second);
+    }
+  } else if (s_->format == CheckpointFormat::kGguf) {
+    found = s_->gguf->find(name) != nullptr;
+  } else {
+    found = s_->mapped.at("")->find(name) != nullptr;
+  }
+  if (!found) {
+    const std::string closest = closest_names(name, tensor_names());
+    return make_error(ErrorCode::kNotFound, "tensor " + in_quotes(name) + " is not in " + in_quotes(this->file()) +
+                                                (closest.empty() ? "" : "; closest names: " + closest));
+  }
+  return file;
+}
+
+Result<std::shared_ptr<const SafetensorsFile>> Checkpoint::safetensors_of(const std::string& name) const {
+  if (s_->format == CheckpointFormat::kGguf)
+    return make_error(ErrorCode::kUnsupported, in_quotes(s_->file) + " is a GGUF file, not safetensors");
+  QEMB_RETURN_IF_ERROR(file_of(name).status());
+  if (s_->format == CheckpointFormat::kSafetensors) return s_->mapped.at("");
+  const std::string shard = s_->shard_of.at(name);
+  std::lock_guard<std::mutex> lock(s_->mu);
+  if (auto it = s_->mapped.find(shard); it != s_->mapped.end()) return it->second;
+  const std::string shard_path = s_->shard_path(shard);
+  QEMB_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(shard_path));
+  // The shard must hold exactly what the index places in it.
+  for (const auto& [tensor, where] : s_->weight_map)
+    if (where == shard && f.find(tensor) == nullptr)
+      return make_error(ErrorCode::kParseError, "index " + in_quotes(s_->index_path) + " places tensor " +
+                                                    in_quotes(tensor) + " in shard " + in_quotes(shard) +
+                                                    ", but that shard does not hold it; the index and its shards "
+                                                    "disagree (re-download the checkpoint)");
+  for (const SafetensorsTensor& t : f.tensors()) {
+    auto it = s_->shard_of.find(t.name);
+    if (it == s_->shard_of.end())
+      return make_error(ErrorCode::kParseError, "shard " + in_quotes(shard) + " holds tensor " + in_quotes(t.name) +
+                                                    ", which index " + in_quotes(s_->index_path) +
+                                                    " does not list; the index and its shards disagree");
+    if (it->second != shard)
+      return make_error(ErrorCode::kParseError, "shard " + in_quotes(shard) + " holds tensor " + in_quotes(t.name) +
+                                                    ", which index " + in_quotes(s_->index_path) + " places in " +
+                                                    in_quotes(it->second) + "; the index and its shards disagree");
+  }
+  auto shared = std::make_shared<const SafetensorsFile>(std::move(f));
+  s_->mapped.emplace(shard, shared);
+  return shared;
+}
+
+Result<CheckpointTensorInfo> Checkpoint::info(const std::string& name) const {
+  CheckpointTensorInfo info;
+  info.name = name;
+  if (s_->format == CheckpointFormat::kGguf) {
+    const GgufTensor* t = s_->gguf->find(name);
+    if (t == nullptr) return file_of(name).status();
+    info.dtype = t->type;
+    info.shape = t->shape;
+    info.file = s_->file;
+    return info;
+  }
+  QEMB_ASSIGN_OR_RETURN(std::shared_ptr<const SafetensorsFile> f, safetensors_of(name));
+  const SafetensorsTensor* t = f->find(name);
+  info.dtype = t->dtype;
+  info.shape = t->shape;
+  info.file = f->path();
+  return info;
+}
+
+Result<std::string> Checkpoint::find_embedding(const std::string& explicit_name) const {
+  std::string name;
+  if (s_->format == CheckpointFormat::kSafetensors) {
+    QEMB_ASSIGN_OR_RETURN(name, find_embedding_tensor(*s_->mapped.at(""), explicit_name));
+  } else if (!explicit_name.empty()) {
+    QEMB_ASSIGN_OR_RETURN(CheckpointTensorInfo info, info(explicit_name));
+    if (info.shape.size() != 2)
+      return make_error(ErrorCode::kUnsupported, "tensor " + in_quotes(explicit_name) + " in " + in_quotes(info.file) +
+                                                     " has shape " + shape_to_string(info.shape) +
+                                                     "; an embedding table must be 2-D [vocab, dim]");
+    return explicit_name;
+  } else {
+    // Only the shards that hold a candidate are mapped.
+    std::vector<std::string> matches, tied;
+    for (const std::string& n : tensor_names()) {
+      const bool embed = is_embedding_name(n), head = has_suffix_component(n, "lm_head.weight");
+      if (!embed && !head) continue;
+      QEMB_ASSIGN_OR_RETURN(CheckpointTensorInfo info, info(n));
+      if (info.shape.size() != 2) continue;
+      (embed ? matches : tied).push_back(n);
+    }
+    if (matches.size() > 1)
+      return make_error(ErrorCode::kInvalidArgument, "several embedding tables in " + in_quotes(file()) + ": " +
+                                                         join_names(matches) + ". Pass --tensor NAME to choose one");
+    if (matches.empty() && tied.size() == 1) {
+      name = tied[0];
+    } else if (matches.empty()) {
+      return make_error(ErrorCode::kNotFound,
+                        "no embedding table found in " + in_quotes(file()) +
+                            " (looked for a 2-D tensor named *embed_tokens.weight, *tok_embeddings.weight, "
+                            "*tok_embedding.weight, *wte.weight, *word_embeddings.weight or *token_embd.weight, "
+                            "or a tied model's *lm_head.weight); tensors: " +
+                            join_names(tensor_names()) + ". Pass --tensor NAME");
+    } else {
+      name = matches[0];
+    }
+  }
+  if (explicit_name.empty() && has_suffix_component(name, "lm_head.weight") && config_unties(s_->folder))
+    return make_error(ErrorCode::kNotFound,
+                      "no input embedding in " + in_quotes(file()) + ": only " + in_quotes(name) +
+                          ", and config.json says \"tie_word_embeddings\": false, so it is not the input "
+                          "embedding. Pass --tensor " + name + " to quantize it anyway");
+  return name;
+}
+
+Result<std::vector<std::string>> Checkpoint::select_tables(const std::vector<std::string>& specs) const {
+  std::vector<std::string> out;
+  if (specs.empty()) {
+    QEMB_ASSIGN_OR_RETURN(std::string name, find_embedding(""));
+    out.push_back(name);
+    return out;
+  }
+  std::set<std::string> seen;
+  const std::vector<std::string> names = tensor_names();
+  for (const std::string& spec : specs) {
+    std::vector<std::string> hits;
+    if (is_glob(spec)) {
+      for (const std::string& n : names)
+        if (::fnmatch(spec.c_str(), n.c_str(), 0) == 0) hits.push_back(n);
+      std::sort(hits.begin(), hits.end());  // shard order is an accident of how the checkpoint was saved
+      if (hits.empty())
+        return make_error(ErrorCode::kNotFound, "--tensor " + in_quotes(spec) + " matches no tensor of " +
+                                                    in_quotes(file()) + "; tensors: " + join_names(names));
+    } else {
+      hits.push_back(spec);
+    }
+    for (const std::string& n : hits) {
+      QEMB_ASSIGN_OR_RETURN(std::string name, find_embedding(n));  // checks presence and rank
+      if (seen.insert(name).second) out.push_back(name);
+    }
+  }
+  return out;
+}
+
+Result<CheckpointTable> Checkpoint::table(const std::string& name) const {
+  QEMB_ASSIGN_OR_RETURN(CheckpointTensorInfo info, info(name));
+  if (info.shape.size() != 2)
+    return make_error(ErrorCode::kUnsupported, "tensor " + in_quotes(name) + " has shape " +
+                                                   shape_to_string(info.shape) +
+                                                   "; an embedding table must be 2-D [vocab, dim]");
+  CheckpointTable t;
+  t.info_ = info;
+  if (s_->format == CheckpointFormat::kGguf) {
+    if (!is_gguf_float_readable(info.dtype))
+      return make_error(ErrorCode::kUnsupported, "tensor " + in_quotes(name) + " has GGUF type " + info.dtype +
+                                                     "; qemb reads F32, F16, BF16, Q8_0 and Q4_0 tables");
+    t.gguf_ = s_->gguf;
+    t.gguf_tensor_ = s_->gguf->find(name);
+    t.row_bytes_ = info.shape[0] > 0 ? t.gguf_tensor_->byte_size() / static_cast<uint64_t>(info.shape[0]) : 0;
+  } else {
+    if (!is_float_convertible_dtype(info.dtype))
+      return make_error(ErrorCode::kUnsupported, "tensor '" + name + "' has dtype " + info.dtype +
+                                                     "; qemb reads F32, F16 and BF16 embeddings");
+    QEMB_ASSIGN_OR_RETURN(t.st_, safetensors_of(name));
+    t.st_tensor_ = t.st_->find(name);
+    t.row_bytes_ = info.shape[0] > 0 ? t.st_tensor_->byte_size() / static_cast<uint64_t>(info.shape[0]) : 0;
+  }
+  return t;
+}
+
+bool CheckpointTable::source_quantized() const { return gguf_ != nullptr && is_gguf_quantized(info_.dtype); }
+
+Status CheckpointTable::read_rows(int64_t begin, int64_t end, float* out) const {
+  if (gguf_) return gguf_->read_rows_float(*gguf_tensor_, begin, end, out);
+  return st_->read_rows_float(*st_tensor_, begin, end, out);
+}
+
+void CheckpointTable::release(int64_t begin, int64_t end) const {
+  const uint8_t* base = gguf_ ? gguf_->raw(*gguf_tensor_) : st_->raw(*st_tensor_);
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(begin) * row_bytes_;
+  const uintptr_t hi = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(end) * row_bytes_;
+  const uintptr_t first = (lo + page - 1) & ~(page - 1), last = hi & ~(page - 1);
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+}  // namespace qemb

@@ -1,0 +1,450 @@
+#include "qemb/gguf.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "qemb/file.h"
+#include "qemb/half.h"
+#include "qemb/ir.h"
+#include "qemb/quantize_kernels.h"
+
+namespace qemb {
+namespace {
+
+// ggml's types with their block geometry (ggml.c's type traits). Types
+// removed from ggml (4, 5, 36-38) are unknown.
+constexpr GgufTypeInfo kTypes[] = {
+    {0, "F32", 1, 4},        {1, "F16", 1, 2},        {2, "Q4_0", 32, 18},     {3, "Q4_1", 32, 20},
+    {6, "Q5_0", 32, 22},     {7, "Q5_1", 32, 24},     {8, "Q8_0", 32, 34},     {9, "Q8_1", 32, 36},
+    {10, "Q2_K", 256, 84},   {11, "Q3_K", 256, 110},  {12, "Q4_K", 256, 144},  {13, "Q5_K", 256, 176},
+    {14, "Q6_K", 256, 210},  {15, "Q8_K", 256, 292},  {16, "IQ2_XXS", 256, 66}, {17, "IQ2_XS", 256, 74},
+    {18, "IQ3_XXS", 256, 98}, {19, "IQ1_S", 256, 50}, {20, "IQ4_NL", 32, 18},  {21, "IQ3_S", 256, 110},
+    {22, "IQ2_S", 256, 82},  {23, "IQ4_XS", 256, 136}, {24, "I8", 1, 1},       {25, "I16", 1, 2},
+    {26, "I32", 1, 4},       {27, "I64", 1, 8},       {28, "F64", 1, 8},       {29, "IQ1_M", 256, 56},
+    {30, "BF16", 1, 2},      {31, "Q4_0_4_4", 32, 18}, {32, "Q4_0_4_8", 32, 18}, {33, "Q4_0_8_8", 32, 18},
+    {34, "TQ1_0", 256, 54},  {35, "TQ2_0", 256, 66},  {39, "MXFP4", 32, 17},
+};
+
+constexpr const char* kReadableText = "F32, F16, BF16, Q8_0 and Q4_0";
+
+std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
+
+// A bounds-checked little-endian cursor over the file; every failure names
+// the byte offset and what was being read.
+class Cursor {
+ public:
+  Cursor(const uint8_t* data, size_t size, const std::string& file) : data_(data), size_(size), file_(file) {}
+  uint64_t pos() const { return pos_; }
+  uint64_t remaining() const { return size_ - pos_; }
+
+  Error error(const std::string& what) const {
+    return make_error(ErrorCode::kParseError, "GGUF file " + in_quotes(file_) + ": " + what);
+  }
+  Error truncated(const std::string& what, uint64_t need) const {
+    return error(what + " at byte " + std::to_string(pos_) + " needs " + std::to_string(need) + " bytes but only " +
+                 std::to_string(remaining()) + " remain; the file is truncated or corrupt");
+  }
+  template <typename T>
+  Result<T> get(const std::string& what) {
+    if (remaining() < sizeof(T)) return truncated(what, sizeof(T));
+    T v;
+    std::memcpy(&v, data_ + pos_, sizeof(T));  // the format is little-endian, as are the hosts qemb builds for
+    pos_ += sizeof(T);
+    return v;
+  }
+  Result<std::string> string(const std::string& what) {
+    QEMB_ASSIGN_OR_RETURN(uint64_t n, get<uint64_t>(what + " length"));
+    if (n > kGgufMaxStringBytes)
+      return error(what + " at byte " + std::to_string(pos_ - 8) + " claims " + std::to_string(n) +
+                   " bytes, over the " + std::to_string(kGgufMaxStringBytes) + "-byte limit; the file is corrupt");
+    if (n > remaining()) return truncated(what, n);
+    std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(n));
+    pos_ += n;
+    return s;
+  }
+  Status skip(uint64_t n, const std::string& what) {
+    if (n > remaining()) return truncated(what, n);
+    pos_ += n;
+    return Status::Ok();
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  const std::string& file_;
+  uint64_t pos_ = 0;
+};
+
+// Bytes of one scalar of a metadata type; 0 for string, array and unknown.
+uint64_t scalar_bytes(uint32_t t) {
+  switch (t) {
+    case 0: case 1: case 7: return 1;
+    case 2: case 3: return 2;
+    case 4: case 5: case 6: return 4;
+    case 10: case 11: case 12: return 8;
+    default: return 0;
+  }
+}
+
+Status read_scalar(Cursor& c, GgufValue& v, const std::string& what) {
+  switch (v.type) {
+    case GgufValue::Type::kU8: { QEMB_ASSIGN_OR_RETURN(uint8_t x, c.get<uint8_t>(what)); v.u = x; break; }
+    case GgufValue::Type::kI8: { QEMB_ASSIGN_OR_RETURN(int8_t x, c.get<int8_t>(what)); v.i = x; break; }
+    case GgufValue::Type::kU16: { QEMB_ASSIGN_OR_RETURN(uint16_t x, c.get<uint16_t>(what)); v.u = x; break; }
+    case GgufValue::Type::kI16: { QEMB_ASSIGN_OR_RETURN(int16_t x, c.get<int16_t>(what)); v.i = x; break; }
+    case GgufValue::Type::kU32: { QEMB_ASSIGN_OR_RETURN(uint32_t x, c.get<uint32_t>(what)); v.u = x; break; }
+    case GgufValue::Type::kI32: { QEMB_ASSIGN_OR_RETURN(int32_t x, c.get<int32_t>(what)); v.i = x; break; }
+    case GgufValue::Type::kF32: { QEMB_ASSIGN_OR_RETURN(float x, c.get<float>(what)); v.f = x; break; }
+    case GgufValue::Type::kBool: {
+      QEMB_ASSIGN_OR_RETURN(uint8_t x, c.get<uint8_t>(what));
+      if (x > 1) return c.error(what + " is a bool holding " + std::to_string(x) + "; a bool is 0 or 1");
+      v.u = x;
+      break;
+    }
+    case GgufValue::Type::kU64: { QEMB_ASSIGN_OR_RETURN(uint64_t x, c.get<uint64_t>(what)); v.u = x; break; }
+    case GgufValue::Type::kI64: { QEMB_ASSIGN_OR_RETURN(int64_t x, c.get<int64_t>(what)); v.i = x; break; }
+    case GgufValue::Type::kF64: { QEMB_ASSIGN_OR_RETURN(double x, c.get<double>(what)); v.f = x; break; }
+    case GgufValue::Type::kString: { QEMB_ASSIGN_OR_RETURN(v.s, c.string(what)); break; }
+    case GgufValue::Type::kArray: break;  // handled by the caller
+  }
+  return Status::Ok();
+}
+
+Error unknown_value_type(const Cursor& c, uint32_t t, const std::string& what) {
+  return c.error(what + " has value type " + std::to_string(t) + " at byte " + std::to_string(c.pos() - 4) +
+                 "; GGUF value types are 0 to 12; the file is corrupt or from a newer GGUF");
+}
+
+Result<GgufValue> read_value(Cursor& c, const std::string& key) {
+  const std::string what = "value of " + in_quotes(key);
+  QEMB_ASSIGN_OR_RETURN(uint32_t type, c.get<uint32_t>("type of " + in_quotes(key)));
+  if (type > 12) return unknown_value_type(c, type, what);
+  GgufValue v;
+  v.type = static_cast<GgufValue::Type>(type);
+  if (v.type != GgufValue::Type::kArray) {
+    QEMB_RETURN_IF_ERROR(read_scalar(c, v, what));
+    return v;
+  }
+  QEMB_ASSIGN_OR_RETURN(uint32_t elem, c.get<uint32_t>("element type of " + in_quotes(key)));
+  if (elem > 12) return unknown_value_type(c, elem, "an element of " + in_quotes(key));
+  if (elem == static_cast<uint32_t>(GgufValue::Type::kArray))
+    return c.error("array " + in_quotes(key) + " holds arrays; qemb reads arrays of scalars and strings only");
+  QEMB_ASSIGN_OR_RETURN(uint64_t n, c.get<uint64_t>("length of " + in_quotes(key)));
+  v.array_type = static_cast<GgufValue::Type>(elem);
+  v.array_size = n;
+  const uint64_t min_bytes = elem == 8 ? 8 : scalar_bytes(elem);  // a string is at least its length
+  if (n > c.remaining() / min_bytes)
+    return c.error("array " + in_quotes(key) + " claims " + std::to_string(n) + " elements of at least " +
+                   std::to_string(min_bytes) + " bytes, more than the " + std::to_string(c.remaining()) +
+                   " bytes left; the file is truncated or corrupt");
+  if (elem == 8) {
+    for (uint64_t k = 0; k < n; ++k) {
+      QEMB_ASSIGN_OR_RETURN(uint64_t len, c.get<uint64_t>("string length in " + in_quotes(key)));
+      if (len > kGgufMaxStringBytes)
+        return c.error("string " + std::to_string(k) + " of " + in_quotes(key) + " claims " + std::to_string(len) +
+                       " bytes, over the limit; the file is corrupt");
+      QEMB_RETURN_IF_ERROR(c.skip(len, "string " + std::to_string(k) + " of " + in_quotes(key)));
+    }
+  } else {
+    QEMB_RETURN_IF_ERROR(c.skip(n * min_bytes, "array " + in_quotes(key)));
+  }
+  return v;
+}
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+void decode_rows(const GgufTensor& t, const uint8_t* src, size_t count, float* out) {
+  if (count == 0) return;
+  if (t.type == "F32") {
+    std::memcpy(out, src, count * sizeof(float));
+  } else if (t.type == "F16") {
+    best_quantize_kernels().decode_f16(src, count, out);
+  } else if (t.type == "BF16") {
+    best_quantize_kernels().decode_bf16(src, count, out);
+  } else if (t.type == "Q8_0") {
+    for (size_t b = 0; b < count / 32; ++b, src += 34) {
+      uint16_t h;
+      std::memcpy(&h, src, 2);
+      const float d = f16_to_float(h);
+      for (int j = 0; j < 32; ++j) out[b * 32 + j] = static_cast<float>(static_cast<int8_t>(src[2 + j])) * d;
+    }
+  } else {  // Q4_0
+    for (size_t b = 0; b < count / 32; ++b, src += 18) {
+      uint16_t h;
+      std::memcpy(&h, src, 2);
+      const float d = f16_to_float(h);
+      for (int j = 0; j < 16; ++j) {
+        const int x0 = (src[2 + j] & 0x0F) - 8, x1 = (src[2 + j] >> 4) - 8;
+        out[b * 32 + j] = static_cast<float>(x0) * d;
+        out[b * 32 + j + 16] = static_cast<float>(x1) * d;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const GgufTypeInfo* gguf_type_info(uint32_t id) {
+  for (const GgufTypeInfo& t : kTypes)
+    if (t.id == id) return &t;
+  return nullptr;
+}
+
+bool is_gguf_float_readable(const std::string& type_name) {
+  return type_name == "F32" || type_name == "F16" || type_name == "BF16" || type_name == "Q8_0" ||
+         type_name == "Q4_0";
+}
+
+bool is_gguf_quantized(const std::string& type_name) {
+  for (const GgufTypeInfo& t : kTypes)
+    if (type_name == t.name) return t.block_elements > 1;
+  return false;
+}
+
+const char* to_string(GgufValue::Type type) {
+  static const char* const names[] = {"u8",  "i8",   "u16",    "i16",   "u32", "i32", "f32",
+                                      "bool", "string", "array", "u64", "i64", "f64"};
+  const auto i = static_cast<uint32_t>(type);
+  return i < 13 ? names[i] : "?";
+}
+
+Result<GgufFile> GgufFile::open(const std::string& path) {
+  QEMB_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> mapped, MappedFile::open(path));
+  const uint8_t* data = mapped->data();
+  const size_t size = mapped->size();
+  return from_memory(data, size, std::move(mapped), path);
+}
+
+Result<GgufFile> GgufFile::from_bytes(std::vector<uint8_t> bytes, std::string name) {
+  auto owned = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  return from_memory(owned->data(), owned->size(), owned, std::move(name));
+}
+
+Result<GgufFile> GgufFile::from_memory(const uint8_t* data, size_t size, std::shared_ptr<const void> keep_alive,
+                                       std::string name) {
+  GgufFile f;
+  f.owner_ = std::move(keep_alive);
+  f.data_ = data;
+  f.size_ = size;
+  f.path_ = std::move(name);
+  Cursor c(data, size, f.path_);
+  if (size < 4 || std::memcmp(data, "GGUF", 4) != 0)
+    return c.error("does not start with the magic \"GGUF\"; not a GGUF file");
+  QEMB_RETURN_IF_ERROR(c.skip(4, "magic"));
+  QEMB_ASSIGN_OR_RETURN(f.version_, c.get<uint32_t>("version"));
+  if (f.version_ < 2 || f.version_ > 3)
+    return make_error(ErrorCode::kUnsupported,
+                      "GGUF file " + in_quotes(f.path_) + " has version " + std::to_string(f.version_) +
+                          "; qemb reads GGUF versions 2 and 3 (convert it with a current llama.cpp)");
+  QEMB_ASSIGN_OR_RETURN(uint64_t tensor_count, c.get<uint64_t>("tensor count"));
+  QEMB_ASSIGN_OR_RETURN(uint64_t kv_count, c.get<uint64_t>("key/value count"));
+  // Each pair takes at least 12 bytes (key length, type) and each tensor info
+  // at least 24 (name length, rank, type, offset): counts that cannot fit are lies.
+  if (kv_count > c.remaining() / 12)
+    return c.error("claims " + std::to_string(kv_count) + " key/value pairs, more than its " +
+                   std::to_string(c.remaining()) + " remaining bytes can hold; the file is corrupt");
+  if (tensor_count > c.remaining() / 24)
+    return c.error("claims " + std::to_string(tensor_count) + " tensors, more than its " +
+                   std::to_string(c.remaining()) + " remaining bytes can hold; the file is corrupt");
+
+  for (uint64_t k = 0; k < kv_count; ++k) {
+    QEMB_ASSIGN_OR_RETURN(std::string key, c.string("key " + std::to_string(k)));
+    QEMB_ASSIGN_OR_RETURN(GgufValue v, read_value(c, key));
+    if (!f.metadata_.emplace(key, std::move(v)).second)
+      return c.error("key " + in_quotes(key) + " appears twice");
+  }
+  if (auto it = f.metadata_.find("general.alignment"); it != f.metadata_.end()) {
+    const GgufValue& a = it->second;
+    if (a.type != GgufValue::Type::kU32)
+      return c.error("general.alignment has type " + std::string(to_string(a.type)) + "; it must be u32");
+    if (a.u == 0 || (a.u & (a.u - 1)) != 0)
+      return c.error("general.alignment is " + std::to_string(a.u) + "; it must be a power of two");
+    f.alignment_ = static_cast<uint32_t>(a.u);
+  }
+
+  for (uint64_t k = 0; k < tensor_count; ++k) {
+    GgufTensor t;
+    QEMB_ASSIGN_OR_RETURN(t.name, c.string("name of tensor " + std::to_string(k)));
+    const std::string what = "tensor " + in_quotes(t.name);
+    QEMB_ASSIGN_OR_RETURN(uint32_t rank, c.get<uint32_t>("rank of " + what));
+    if (rank == 0 || rank > kGgufMaxDims)
+      return c.error(what + " has " + std::to_string(rank) + " dimensions; GGUF tensors have 1 to " +
+                     std::to_string(kGgufMaxDims));
+    for (uint32_t d = 0; d < rank; ++d) {
+      QEMB_ASSIGN_OR_RETURN(uint64_t n, c.get<uint64_t>("dimension of " + what));
+      if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return c.error(what + " has dimension " + std::to_string(n) + ", too large");
+      t.dims.push_back(static_cast<int64_t>(n));
+    }
+    t.shape.assign(t.dims.rbegin(), t.dims.rend());
+    QEMB_ASSIGN_OR_RETURN(t.type_id, c.get<uint32_t>("type of " + what));
+    const GgufTypeInfo* info = gguf_type_info(t.type_id);
+    if (info == nullptr)
+      return c.error(what + " has ggml type " + std::to_string(t.type_id) +
+                     ", which qemb does not know; the file is corrupt or from a newer ggml");
+    t.type = info->name;
+    QEMB_ASSIGN_OR_RETURN(uint64_t offset, c.get<uint64_t>("offset of " + what));
+    const int64_t elements = checked_element_count(t.shape);
+    if (elements < 0) return c.error(what + " has " + std::to_string(rank) + " dimensions whose product overflows");
+    if (t.dims[0] % info->block_elements != 0)
+      return c.error(what + " has " + std::to_string(t.dims[0]) + " values a row, not a multiple of the " +
+                     std::to_string(info->block_elements) + "-value blocks of " + info->name);
+    const uint64_t blocks = static_cast<uint64_t>(elements) / info->block_elements;
+    if (blocks > std::numeric_limits<uint64_t>::max() / info->block_bytes)
+      return c.error(what + " is too large");
+    if (offset % f.alignment_ != 0)
+      return c.error(what + " starts at data offset " + std::to_string(offset) + ", not a multiple of the alignment " +
+                     std::to_string(f.alignment_) + "; the file is corrupt");
+    t.begin = offset;  // relative until the data region is known
+    t.end = blocks * info->block_bytes;  // size, for now
+    if (!f.index_.emplace(t.name, f.tensors_.size()).second) return c.error(what + " appears twice");
+    f.tensors_.push_back(std::move(t));
+  }
+  f.data_offset_ = align_up(c.pos(), f.alignment_);
+  if (f.data_offset_ > size && !f.tensors_.empty())
+    return c.error("the data region would start at byte " + std::to_string(f.data_offset_) + ", past the end of the " +
+                   std::to_string(size) + "-byte file; the file is truncated");
+  const uint64_t data_size = f.data_offset_ <= size ? size - f.data_offset_ : 0;
+  for (GgufTensor& t : f.tensors_) {
+    const uint64_t bytes = t.end;
+    if (t.begin > data_size || bytes > data_size - t.begin)
+      return c.error("tensor " + in_quotes(t.name) + " occupies data bytes [" + std::to_string(t.begin) + ", " +
+                     (bytes > std::numeric_limits<uint64_t>::max() - t.begin ? std::string("overflow")
+                                                                             : std::to_string(t.begin + bytes)) +
+                     "), past the end of the " + std::to_string(data_size) +
+                     "-byte data region; the file is truncated or corrupt");
+    t.begin += f.data_offset_;
+    t.end = t.begin + bytes;
+  }
+  std::vector<const GgufTensor*> by_offset;
+  for (const GgufTensor& t : f.tensors_) by_offset.push_back(&t);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const GgufTensor* a, const GgufTensor* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < by_offset.size(); ++i)
+    if (by_offset[i]->begin < by_offset[i - 1]->end)
+      return c.error("tensors " + in_quotes(by_offset[i - 1]->name) + " and " + in_quotes(by_offset[i]->name) +
+                     " overlap");
+  return f;
+}
+
+const GgufTensor* GgufFile::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+Status GgufFile::read_rows_float(const GgufTensor& t, int64_t row_begin, int64_t row_end, float* out) const {
+  if (!is_gguf_float_readable(t.type))
+    return make_error(ErrorCode::kUnsupported, "tensor " + in_quotes(t.name) + " in " + in_quotes(path_) +
+                                                   " has GGUF type " + t.type + "; qemb reads " + kReadableText);
+  if (t.shape.size() != 2)
+    return make_error(ErrorCode::kUnsupported, "tensor " + in_quotes(t.name) + " has " +
+                                                   std::to_string(t.shape.size()) +
+                                                   " dimensions; reading rows needs a 2-D tensor");
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  if (row_begin < 0 || row_begin > row_end || row_end > rows)
+    return make_error(ErrorCode::kOutOfRange, "rows [" + std::to_string(row_begin) + ", " + std::to_string(row_end) +
+                                                  ") are outside tensor " + in_quotes(t.name) + " with " +
+                                                  std::to_string(rows) + " rows");
+  const GgufTypeInfo* info = gguf_type_info(t.type_id);
+  const uint64_t row_bytes = static_cast<uint64_t>(cols) / info->block_elements * info->block_bytes;
+  decode_rows(t, raw(t) + static_cast<uint64_t>(row_begin) * row_bytes,
+              static_cast<size_t>(row_end - row_begin) * static_cast<size_t>(cols), out);
+  return Status::Ok();
+}
+
+// ---- writing ------------------------------------------------------------------
+
+namespace {
+void put_u32(std::vector<uint8_t>& b, uint32_t v) {
+  for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void put_u64(std::vector<uint8_t>& b, uint64_t v) {
+  for (int i = 0; i < 8; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+void put_string(std::vector<uint8_t>& b, const std::string& s) {
+  put_u64(b, s.size());
+  b.insert(b.end(), s.begin(), s.end());
+}
+}  // namespace
+
+Status write_gguf(const std::string& path, const std::vector<std::pair<std::string, std::string>>& metadata,
+                  const std::vector<GgufTensorData>& tensors, uint32_t alignment, uint32_t version) {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+    return make_error(ErrorCode::kInvalidArgument, "GGUF alignment must be a power of two");
+  std::vector<uint8_t> b = {'G', 'G', 'U', 'F'};
+  put_u32(b, version);
+  put_u64(b, tensors.size());
+  put_u64(b, metadata.size() + (alignment != kGgufDefaultAlignment ? 1 : 0));
+  for (const auto& [k, v] : metadata) {
+    put_string(b, k);
+    put_u32(b, static_cast<uint32_t>(GgufValue::Type::kString));
+    put_string(b, v);
+  }
+  if (alignment != kGgufDefaultAlignment) {
+    put_string(b, "general.alignment");
+    put_u32(b, static_cast<uint32_t>(GgufValue::Type::kU32));
+    put_u32(b, alignment);
+  }
+  uint64_t offset = 0;
+  std::vector<uint64_t> offsets;
+  for (const GgufTensorData& t : tensors) {
+    put_string(b, t.name);
+    put_u32(b, static_cast<uint32_t>(t.shape.size()));
+    for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) put_u64(b, static_cast<uint64_t>(*it));
+    put_u32(b, t.type_id);
+    put_u64(b, offset);
+    offsets.push_back(offset);
+    offset = align_up(offset + t.bytes.size(), alignment);
+  }
+  b.resize(align_up(b.size(), alignment), 0);
+  const size_t data_start = b.size();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    b.resize(data_start + offsets[i], 0);
+    b.insert(b.end(), tensors[i].bytes.begin(), tensors[i].bytes.end());
+  }
+  QEMB_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> w, AtomicFileWriter::create(path));
+  QEMB_RETURN_IF_ERROR(w->write(b.data(), b.size()));
+  return w->commit();
+}
+
+std::vector<uint8_t> gguf_quantize_q8_0(const float* x, size_t count) {
+  std::vector<uint8_t> out;
+  for (size_t b = 0; b + 32 <= count; b += 32) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b + j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t h = float_to_f16(d);
+    out.push_back(static_cast<uint8_t>(h & 0xFF));
+    out.push_back(static_cast<uint8_t>(h >> 8));
+    for (int j = 0; j < 32; ++j) out.push_back(static_cast<uint8_t>(static_cast<int8_t>(std::round(x[b + j] * id))));
+  }
+  return out;
+}
+
+std::vector<uint8_t> gguf_quantize_q4_0(const float* x, size_t count) {
+  std::vector<uint8_t> out;
+  for (size_t b = 0; b + 32 <= count; b += 32) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 32; ++j)
+      if (amax < std::fabs(x[b + j])) {
+        amax = std::fabs(x[b + j]);
+        max = x[b + j];
+      }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t h = float_to_f16(d);
+    out.push_back(static_cast<uint8_t>(h & 0xFF));
+    out.push_back(static_cast<uint8_t>(h >> 8));
+    for (int j = 0; j < 16; ++j) {
+      const int q0 = std::min(15, static_cast<int>(static_cast<int8_t>(x[b + j] * id + 8.5f)));
+      const int q1 = std::min(15, static_cast<int>(static_cast<int8_t>(x[b + 16 + j] * id + 8.5f)));
+      out.push_back(static_cast<uint8_t>(q0 | (q1 << 4)));
+    }
+  }
+  return out;
+}
+
+}  // namespace qemb

@@ -1,0 +1,173 @@
+// compile, eval and fakequant take every checkpoint form Checkpoint::open
+// does and give the same table the same result: a sharded index, a folder, a
+// lone file. fakequant of a folder writes a complete new folder.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <numeric>
+
+#include "qemb/checkpoint.h"
+#include "qemb/eval.h"
+#include "qemb/runtime.h"
+#include "support/checkpoints.h"
+#include "support/temp_dir.h"
+
+namespace qemb {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using namespace qemb::testing;
+
+std::vector<float> lookup_all(const std::string& artifact) {
+  auto rt = EmbeddingRuntime::load(artifact);
+  EXPECT_TRUE(rt.ok()) << rt.error().to_string();
+  if (!rt.ok()) return {};
+  std::vector<int64_t> ids(static_cast<size_t>((*rt)->vocab_size()));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::vector<float> out(ids.size() * static_cast<size_t>((*rt)->dim()));
+  EXPECT_TRUE((*rt)->lookup_dequantized(ids, out.data()).ok());
+  return out;
+}
+
+std::vector<std::string> files_under(const std::string& folder) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::recursive_directory_iterator(folder))
+    if (e.is_regular_file()) names.push_back(e.path().lexically_relative(folder).string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+ino_t inode(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_ino;
+}
+
+TEST(CheckpointForms, CompileFromIndexFolderAndLoneFileAgreeBitForBit) {
+  TempDir dir;
+  ShardedCheckpoint c = write_sharded_checkpoint(dir.file("ckpt"));
+  const std::string lone = write_lone_embedding(dir.file("lone.safetensors"), c.embedding, kShardedRows, kShardedDim);
+  CompileOptions o;
+  o.scheme = Scheme::k16a8w;
+  o.qnn_sdk_version = "2.48";
+  ASSERT_TRUE(compile_checkpoint(lone, o, dir.file("lone.qemb")).ok());
+  const std::vector<float> expected = lookup_all(dir.file("lone.qemb"));
+  ASSERT_EQ(expected.size(), static_cast<size_t>(kShardedRows * kShardedDim));
+  for (const std::string& input : {c.index, c.folder}) {
+    const std::string out = dir.file("sharded.qemb");
+    fs::remove(out);
+    auto compiled = compile_checkpoint(input, o, out);
+    ASSERT_TRUE(compiled.ok()) << compiled.error().to_string();
+    EXPECT_EQ(compiled->metadata["source"]["tensor"], kShardedEmbedding);
+    EXPECT_EQ(lookup_all(out), expected) << input;
+  }
+}
+
+TEST(CheckpointForms, EvalFromIndexMatchesTheLoneFile) {
+  TempDir dir;
+  ShardedCheckpoint c = write_sharded_checkpoint(dir.file("ckpt"));
+  const std::string lone = write_lone_embedding(dir.file("lone.safetensors"), c.embedding, kShardedRows, kShardedDim);
+  EvalOptions o;
+  o.qnn_sdk_version = "2.48";
+  auto a = evaluate_checkpoint(lone, o);
+  auto b = evaluate_checkpoint(c.index, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->results.size(), b->results.size());
+  for (size_t i = 0; i < a->results.size(); ++i) EXPECT_EQ(a->results[i].sqnr_db, b->results[i].sqnr_db);
+  EXPECT_EQ(b->tensor, kShardedEmbedding);
+  EXPECT_FALSE(b->source_quantized);
+}
+
+class FakeQuantFolder : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    c_ = write_sharded_checkpoint(dir_.file("ckpt"));
+    write_text_file(c_.folder + "/config.json", "{\"architectures\": [\"LlamaForCausalLM\"], \"vocab_size\": 96}\n");
+    write_text_file(c_.folder + "/tokenizer.json", "{\"model\": {\"type\": \"BPE\"}}\n");
+    fs::create_directories(c_.folder + "/original");
+    write_text_file(c_.folder + "/original/params.json", "{\"dim\": 40}\n");
+    o_.scheme = Scheme::k16a4w;
+    o_.qnn_sdk_version = "2.48";
+  }
+  TempDir dir_;
+  ShardedCheckpoint c_;
+  FakeQuantOptions o_;
+};
+
+TEST_F(FakeQuantFolder, WritesACompleteFolderWithOnlyTheEmbeddingShardChanged) {
+  const std::string out = dir_.file("fq");
+  auto r = fakequant_checkpoint(c_.folder, o_, out);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_TRUE(r->folder);
+  EXPECT_EQ(r->linked_files, 0);
+  EXPECT_EQ(files_under(out), files_under(c_.folder));
+  for (const std::string& f : files_under(c_.folder)) {
+    if (f == c_.shards[1]) continue;
+    EXPECT_EQ(read_bytes(out + "/" + f), read_bytes(c_.folder + "/" + f)) << f;
+    EXPECT_NE(inode(out + "/" + f), inode(c_.folder + "/" + f)) << f;
+  }
+  // The changed shard is exactly fakequant of that shard on its own.
+  auto alone = fakequant_checkpoint(c_.folder + "/" + c_.shards[1], o_, dir_.file("alone.safetensors"));
+  ASSERT_TRUE(alone.ok()) << alone.error().to_string();
+  EXPECT_FALSE(alone->folder);
+  EXPECT_EQ(read_bytes(out + "/" + c_.shards[1]), read_bytes(dir_.file("alone.safetensors")));
+  EXPECT_NE(read_bytes(out + "/" + c_.shards[1]), read_bytes(c_.folder + "/" + c_.shards[1]));
+  // The index input gives the same folder.
+  auto from_index = fakequant_checkpoint(c_.index, o_, dir_.file("fq2"));
+  ASSERT_TRUE(from_index.ok());
+  for (const std::string& f : files_under(out))
+    EXPECT_EQ(read_bytes(out + "/" + f), read_bytes(dir_.file("fq2/" + f))) << f;
+}
+
+TEST_F(FakeQuantFolder, LinkHardLinksTheUnchangedShards) {
+  o_.link = true;
+  const std::string out = dir_.file("fq");
+  auto r = fakequant_checkpoint(c_.folder, o_, out);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->linked_files, 2);
+  EXPECT_EQ(inode(out + "/" + c_.shards[0]), inode(c_.folder + "/" + c_.shards[0]));
+  EXPECT_EQ(inode(out + "/" + c_.shards[2]), inode(c_.folder + "/" + c_.shards[2]));
+  EXPECT_NE(inode(out + "/" + c_.shards[1]), inode(c_.folder + "/" + c_.shards[1]));
+  EXPECT_NE(inode(out + "/config.json"), inode(c_.folder + "/config.json"));  // only shards are linked
+}
+
+TEST_F(FakeQuantFolder, RefusesAnExistingOrNestedOutputAndLeavesNothingOnFailure) {
+  fs::create_directories(dir_.file("exists"));
+  auto exists = fakequant_checkpoint(c_.folder, o_, dir_.file("exists"));
+  ASSERT_FALSE(exists.ok());
+  EXPECT_THAT(exists.error().message, HasSubstr("already exists"));
+  auto nested = fakequant_checkpoint(c_.folder, o_, c_.folder + "/fq");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_THAT(nested.error().message, HasSubstr("lies inside the checkpoint folder"));
+  // A shard that disagrees with the index fails after the table is chosen; no folder appears.
+  write_text_file(c_.folder + "/" + c_.shards[1], "garbage");
+  auto bad = fakequant_checkpoint(c_.folder, o_, dir_.file("fq"));
+  ASSERT_FALSE(bad.ok());
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir_.path())) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"ckpt", "exists"}));
+}
+
+TEST(CheckpointForms, TiedModelCompilesFromLmHead) {
+  TempDir dir;
+  const auto head = spread_table(64, 16, 5);
+  ASSERT_TRUE(write_safetensors(dir.file("tied.safetensors"), {},
+                                {{"model.norm.weight", "F32", {16}, encode_floats(std::vector<float>(16, 1.0f), "F32")},
+                                 {"lm_head.weight", "F32", {64, 16}, encode_floats(head, "F32")}})
+                  .ok());
+  write_lone_embedding(dir.file("embed.safetensors"), head, 64, 16, "F32");
+  CompileOptions o;
+  o.qnn_sdk_version = "2.48";
+  auto tied = compile_checkpoint(dir.file("tied.safetensors"), o, dir.file("tied.qemb"));
+  ASSERT_TRUE(tied.ok()) << tied.error().to_string();
+  EXPECT_EQ(tied->metadata["source"]["tensor"], "lm_head.weight");
+  ASSERT_TRUE(compile_checkpoint(dir.file("embed.safetensors"), o, dir.file("embed.qemb")).ok());
+  EXPECT_EQ(lookup_all(dir.file("tied.qemb")), lookup_all(dir.file("embed.qemb")));
+}
+
+}  // namespace
+}  // namespace qemb
