@@ -15,6 +15,7 @@
 #include "artifact_container.h"
 #include "qemb/artifact.h"
 #include "qemb/ir.h"
+#include "qemb/gguf.h"
 #include "qemb/npy.h"
 #include "qemb/safetensors.h"
 
@@ -303,6 +304,30 @@ void npy_seeds() {
                                      counting_bytes(4)));
 }
 
+void gguf_seeds() {
+  const std::string t = "gguf";
+  const std::vector<float> values = {0.5f, -1, 2, 0, 0.25f, -0.125f, 3, 1, -2, 7, 0, 1e-3f};
+  std::vector<float> wide(64);
+  for (size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<float>(i % 7) - 3.0f + 0.125f * static_cast<float>(i);
+  check(qemb::write_gguf(path_of(t, "embed_f32"), {{"general.architecture", "llama"}},
+                         {{"token_embd.weight", 0, {4, 3}, f32_bytes(values)}, {"output_norm.weight", 0, {3}, f32_bytes({1, 1, 1})}}),
+        "embed_f32");
+  check(qemb::write_gguf(path_of(t, "embed_f16_v2"), {}, {{"token_embd.weight", 1, {3, 2}, counting_bytes(12)}}, 32, 2),
+        "embed_f16_v2");
+  check(qemb::write_gguf(path_of(t, "embed_bf16_align64"), {{"general.name", "x"}},
+                         {{"token_embd.weight", 30, {2, 4}, counting_bytes(16)}}, 64),
+        "embed_bf16_align64");
+  check(qemb::write_gguf(path_of(t, "embed_q8_0"), {}, {{"token_embd.weight", 8, {2, 32}, qemb::gguf_quantize_q8_0(wide.data(), 64)}}),
+        "embed_q8_0");
+  check(qemb::write_gguf(path_of(t, "embed_q4_0"), {}, {{"token_embd.weight", 2, {2, 32}, qemb::gguf_quantize_q4_0(wide.data(), 64)}}),
+        "embed_q4_0");
+  check(qemb::write_gguf(path_of(t, "q4_k_and_3d"), {},
+                         {{"blk.0.ffn.weight", 12, {1, 256}, counting_bytes(144)}, {"cube", 0, {2, 1, 2}, f32_bytes({1, 2, 3, 4})}}),
+        "q4_k_and_3d");
+  // Near misses (truncated_f32, lying_count) are cut and patched from these by
+  // hand and committed beside them.
+}
+
 void text_seeds() {
   const char* tokens[] = {"1,2,3", "0\n1\n2\n", "  7 , -3 ,+4 # comment\n5", "9223372036854775807,-9223372036854775808",
                           "", "1,,2", "12abc", "# only a comment\n", "1 2\t3\r\n4"};
@@ -323,6 +348,7 @@ int main(int argc, char** argv) {
   }
   out_root = argv[1];
   safetensors_seeds();
+  gguf_seeds();
   artifact_seeds();
   npy_seeds();
   text_seeds();

@@ -19,7 +19,9 @@
 
 namespace qemb {
 
-inline constexpr uint32_t kArtifactFormatVersion = 1;  // the newest format this build reads and writes
+inline constexpr uint32_t kArtifactFormatVersion = 2;  // the newest format this build reads and writes
+// Format 1 holds one table; format 2, written only for a graph of several
+// tables (several APP_READ outputs), so older readers refuse it by version.
 inline constexpr size_t kArtifactHeaderSize = 64;
 inline constexpr size_t kArtifactSectionEntrySize = 96;
 inline constexpr size_t kArtifactSectionNameSize = 64;  // NUL-padded, at most 63 name bytes
@@ -47,6 +49,10 @@ struct SectionInfo {
 // failed write leaves nothing behind and never clobbers an existing file.
 // STATIC tensor data is streamed from each tensor's Buffer, not copied whole.
 Status write_artifact(const std::string& path, const Graph& graph, const nlohmann::json& metadata);
+
+// The format version written for `graph`: 1 for one table (what every qemb
+// reads), 2 for several.
+uint32_t artifact_format_version_for(const Graph& graph);
 
 class ArtifactStream;
 class AtomicFileWriter;

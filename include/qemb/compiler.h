@@ -121,4 +121,16 @@ Result<CompiledEmbedding> compile_array(const void* data, const std::string& dty
                                         const CompileOptions& options, const std::string& out_path,
                                         TableSource source = {});
 
+// Several tables in one artifact, each with its own options: tables[i].tensor
+// names the checkpoint tensor (required), tables[i].node_name the table's name
+// in the artifact (unique; what EmbeddingRuntime::find_table and
+// `qemb run --table` take), and its scheme, pattern, mode and calibration are
+// its own. The tables are read and written one after another, each streamed
+// as compile_checkpoint streams one. One entry gives exactly
+// compile_checkpoint's artifact; several give a format-2 artifact whose META
+// is {"qemb_version", "tables": [each table's metadata with its "name"]}.
+Result<std::vector<CompiledEmbedding>> compile_checkpoint_tables(const std::string& checkpoint,
+                                                                 const std::vector<CompileOptions>& tables,
+                                                                 const std::string& out_path);
+
 }  // namespace qemb

@@ -53,9 +53,10 @@ class IntSpan {
 
 // One table's share of a pooled call.
 struct TableBags {
-  // The table: one runtime per table. (A runtime over a multi-table artifact
-  // will be selected here the same way, by the runtime that serves the table.)
+  // The table: a runtime (its first table), or one table of an artifact of
+  // several (EmbeddingRuntime::table / find_table), which wins when both are set.
   const EmbeddingRuntime* table = nullptr;
+  const EmbeddingTable* embedding_table = nullptr;
   std::string name;  // for error messages; empty: "table <index in the call>"
   IntSpan indices;
   IntSpan boundaries;  // offsets or lengths, as `kind` says

@@ -8,6 +8,9 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "qemb/artifact.h"
 #include "qemb/quantize.h"
@@ -33,6 +36,44 @@ size_t float_dtype_size(FloatDtype dtype);
 // "f32" | "f16" | "bf16"; anything else is kInvalidArgument naming the choices.
 Result<FloatDtype> parse_float_dtype(std::string_view name);
 
+class EmbeddingRuntime;
+
+// One table of an artifact: its own shape, activation encoding and kernel.
+// Owned by its EmbeddingRuntime, and valid as long as it is. Lookups behave
+// exactly like EmbeddingRuntime's (checked ids, nothing written on error,
+// thread-safe, the runtime's threads).
+class EmbeddingTable {
+ public:
+  // The table's name: its graph output (the compile's node name; with
+  // several tables, the checkpoint tensor it came from).
+  const std::string& name() const;
+  int64_t vocab_size() const;
+  int64_t dim() const;
+  ActivationEncoding activation() const;
+  const std::string& kernel_name() const;
+  // This table's provenance from the artifact's META (scheme, pattern, mode,
+  // source...); an empty object when the artifact records none.
+  const nlohmann::json& metadata() const;
+
+  Status lookup(std::span<const int64_t> ids, uint16_t* out) const;
+  Status lookup(std::span<const int32_t> ids, uint16_t* out) const;
+  Status lookup_dequantized(std::span<const int64_t> ids, float* out) const;
+  Status lookup_dequantized(std::span<const int32_t> ids, float* out) const;
+  Status lookup_dequantized(std::span<const int64_t> ids, FloatDtype dtype, void* out) const;
+  Status lookup_dequantized(std::span<const int32_t> ids, FloatDtype dtype, void* out) const;
+
+  ~EmbeddingTable();
+  EmbeddingTable(const EmbeddingTable&) = delete;
+  EmbeddingTable& operator=(const EmbeddingTable&) = delete;
+  struct Impl;
+
+ private:
+  friend class EmbeddingRuntime;
+  friend const Impl& table_impl(const EmbeddingTable& table);
+  explicit EmbeddingTable(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
 class EmbeddingRuntime {
  public:
   static Result<std::unique_ptr<EmbeddingRuntime>> load(const std::string& path,
@@ -42,6 +83,14 @@ class EmbeddingRuntime {
   ~EmbeddingRuntime();
   EmbeddingRuntime(const EmbeddingRuntime&) = delete;
   EmbeddingRuntime& operator=(const EmbeddingRuntime&) = delete;
+
+  // An artifact holds one table or several. The calls below that take no
+  // table act on the first (the only one, for a one-table artifact).
+  size_t table_count() const;
+  const EmbeddingTable& table(size_t index) const;  // index < table_count()
+  // The table named `name`; kNotFound listing the names there are.
+  Result<const EmbeddingTable*> find_table(const std::string& name) const;
+  std::vector<std::string> table_names() const;
 
   int64_t vocab_size() const;
   int64_t dim() const;
@@ -61,7 +110,7 @@ class EmbeddingRuntime {
   Status lookup_dequantized(std::span<const int64_t> ids, FloatDtype dtype, void* out) const;
   Status lookup_dequantized(std::span<const int32_t> ids, FloatDtype dtype, void* out) const;
 
-  // The uint16 kernel in use with its instruction set, e.g.
+  // The first table's uint16 kernel with its instruction set, e.g.
   // "gather_u16[AVX3]", "requant_gather_s4_u16[AVX2]", or "reference_interpreter".
   const std::string& kernel_name() const;
   const std::string& isa() const;

@@ -129,7 +129,7 @@ Status ArtifactReader::read_header() {
   if (version > kArtifactFormatVersion) {
     return make_error(ErrorCode::kUnsupported,
                       source_ + ": written by a newer qemb (format " + std::to_string(version) +
-                          "); this build reads format " + std::to_string(kArtifactFormatVersion) +
+                          "); this build reads formats 1 to " + std::to_string(kArtifactFormatVersion) +
                           "; upgrade qemb or recompile the artifact with this version");
   }
   out_.format_version = version;

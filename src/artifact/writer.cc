@@ -207,7 +207,7 @@ Status write_impl(const std::string& where, AtomicFileWriter& writer, const Grap
   }
   uint8_t header[kArtifactHeaderSize] = {};
   std::memcpy(header + kMagicOffset, kArtifactMagic, sizeof(kArtifactMagic));
-  store_u32(header + kVersionOffset, kArtifactFormatVersion);
+  store_u32(header + kVersionOffset, artifact_format_version_for(graph));
   store_u32(header + kSectionCountOffset, static_cast<uint32_t>(sections.size()));
   store_u64(header + kFileSizeOffset, file_size);
   store_u64(header + kTableOffsetOffset, table_offset);
@@ -225,6 +225,12 @@ Status write_impl(const std::string& where, AtomicFileWriter& writer, const Grap
 }
 
 }  // namespace
+
+uint32_t artifact_format_version_for(const Graph& graph) {
+  size_t outputs = 0;
+  for (const Tensor& t : graph.tensors) outputs += t.kind == TensorKind::kAppRead;
+  return outputs > 1 ? 2 : 1;
+}
 
 Status write_artifact(const std::string& path, const Graph& graph, const nlohmann::json& metadata) {
   try {

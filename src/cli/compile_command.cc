@@ -1,10 +1,13 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstring>
 #include <cstdio>
 
 #include "cli/cli.h"
+#include "qemb/checkpoint.h"
 #include "qemb/compiler.h"
 #include "qemb/file.h"
 #include "qemb/inspect.h"
@@ -61,14 +64,50 @@ class ProgressBar {
   bool finished_ = false;
 };
 
+// Checks each "VALUE" or "TENSOR=VALUE" of a per-table flag with `parse`.
+template <typename Parse>
+CLI::Validator per_table(Parse parse) {
+  return CLI::Validator(
+      [parse](std::string& v) -> std::string {
+        const size_t eq = v.find('=');
+        auto r = parse(eq == std::string::npos ? v : v.substr(eq + 1));
+        return r.ok() ? std::string() : r.error().message;
+      },
+      "");
+}
+
+// Applies "VALUE" (every table) and "TENSOR=VALUE" (that table) entries of a
+// per-table flag, the general ones first.
+Status apply_per_table(const char* flag, const std::vector<std::string>& entries,
+                       const std::vector<std::string>& tensors,
+                       const std::function<Status(size_t, const std::string&)>& set) {
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const std::string& e : entries) {
+      const size_t eq = e.find('=');
+      if ((eq == std::string::npos) != (pass == 0)) continue;
+      if (eq == std::string::npos) {
+        for (size_t i = 0; i < tensors.size(); ++i) QEMB_RETURN_IF_ERROR(set(i, e));
+        continue;
+      }
+      const std::string tensor = e.substr(0, eq);
+      auto it = std::find(tensors.begin(), tensors.end(), tensor);
+      if (it == tensors.end())
+        return make_error(ErrorCode::kInvalidArgument, std::string(flag) + " " + e + ": '" + tensor +
+                                                           "' is not one of the tables being compiled");
+      QEMB_RETURN_IF_ERROR(set(static_cast<size_t>(it - tensors.begin()), e.substr(eq + 1)));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::function<void(const char*, int64_t, int64_t)> progress_bar() { return ProgressBar(); }
 
 void add_compile_command(CLI::App& app, Action& run) {
   struct Flags {
-    std::string checkpoint, tensor, scheme = "16a4w", pattern = "auto", sdk_version, calibration,
-        mode = "auto", out, name = "embedding";
+    std::string checkpoint, sdk_version, calibration, out, name = "embedding";
+    std::vector<std::string> tensors, schemes = {"16a4w"}, patterns = {"auto"}, modes = {"auto"};
     uint64_t memory_budget = kDefaultMemoryBudget;
     bool quiet = false, json = false;
     int threads = 0;
@@ -76,24 +115,35 @@ void add_compile_command(CLI::App& app, Action& run) {
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand("compile", "Quantize a checkpoint's embedding into a .qemb artifact");
   cmd->add_option("checkpoint", f->checkpoint, "checkpoint: safetensors file, index JSON, folder or GGUF file")->required();
-  cmd->add_option("--tensor", f->tensor, "embedding tensor name (default: detected by name)");
-  cmd->add_option("--scheme", f->scheme, "16a4w | 16a8w")->capture_default_str()->check(parsed_by(parse_scheme));
-  cmd->add_option("--pattern", f->pattern, "auto | optimized | legacy")
-      ->capture_default_str()
-      ->check(parsed_by(parse_pattern));
+  // Repeatable and comma-separated; each takes one value so the checkpoint
+  // positional is never swallowed.
+  auto list = [](CLI::Option* o) {
+    return o->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->delimiter(',');
+  };
+  list(cmd->add_option("--tensor", f->tensors,
+                       "tensor name or glob; several (repeated or comma-separated) make one artifact of several "
+                       "tables (default: the embedding, detected by name)"));
+  list(cmd->add_option("--scheme", f->schemes, "16a4w | 16a8w, or TENSOR=SCHEME for one table")
+           ->capture_default_str()
+           ->check(per_table(parse_scheme)));
+  list(cmd->add_option("--pattern", f->patterns, "auto | optimized | legacy, or TENSOR=PATTERN for one table")
+           ->capture_default_str()
+           ->check(per_table(parse_pattern)));
   cmd->add_option("--qnn-sdk-version", f->sdk_version,
                   "target QNN SDK version (default: from QNN_SDK_ROOT)")
       ->check(sdk_version_rule());
   cmd->add_option("--calibration-tokens", f->calibration,
                   "token ids whose rows define the activation range (default: the whole table)");
-  cmd->add_option("--mode", f->mode, "materialize | fused | auto")
-      ->capture_default_str()
-      ->check(parsed_by(parse_compile_mode));
+  list(cmd->add_option("--mode", f->modes, "materialize | fused | auto, or TENSOR=MODE for one table")
+           ->capture_default_str()
+           ->check(per_table(parse_compile_mode)));
   cmd->add_option("--memory-budget", f->memory_budget,
                   "auto mode: fuse when the uint16 table would exceed this many bytes")
       ->check(count_rule(0, kMaxCount))
       ->capture_default_str();
-  cmd->add_option("--name", f->name, "node name N of the lowered ops")->capture_default_str();
+  CLI::Option* name_opt =
+      cmd->add_option("--name", f->name, "node name N of the lowered ops (one table; several are named by their tensor)")
+          ->capture_default_str();
   cmd->add_option("-o,--output", f->out, "output .qemb file")->required();
   cmd->add_option("--threads", f->threads, "threads that quantize rows (0 = one per core)")
       ->check(count_rule(0, kMaxThreads))
@@ -101,50 +151,76 @@ void add_compile_command(CLI::App& app, Action& run) {
   cmd->add_flag("--quiet", f->quiet, "print nothing on success and no progress bar");
   cmd->add_flag("--json", f->json,
                 "print the new artifact as `qemb inspect --json` does, with the compile's timing");
-  cmd->callback([f, &run] {
-    run = [f]() -> Status {
+  cmd->callback([f, &run, name_opt] {
+    const bool named = name_opt->count() > 0;
+    run = [f, named]() -> Status {
       if (f->json && f->out == "-")
         return make_error(ErrorCode::kInvalidArgument,
                           "--json prints to standard output, which '-o -' already carries the artifact on; "
                           "write the artifact to a file with --json, or drop --json");
-      CompileOptions o;
-      o.tensor = f->tensor;
-      QEMB_ASSIGN_OR_RETURN(o.scheme, parse_scheme(f->scheme));
-      QEMB_ASSIGN_OR_RETURN(o.pattern, parse_pattern(f->pattern));
-      QEMB_ASSIGN_OR_RETURN(o.mode, parse_compile_mode(f->mode));
-      o.qnn_sdk_version = f->sdk_version;
-      o.memory_budget = f->memory_budget;
-      o.node_name = f->name;
-      o.threads = f->threads;
+      QEMB_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(f->checkpoint));
+      QEMB_ASSIGN_OR_RETURN(std::vector<std::string> tensors, ckpt.select_tables(f->tensors));
+      if (tensors.size() > 1 && named)
+        return make_error(ErrorCode::kInvalidArgument,
+                          "--name names a one-table artifact; with several tables each is named by its tensor");
+      CompileOptions base;
+      base.qnn_sdk_version = f->sdk_version;
+      base.memory_budget = f->memory_budget;
+      base.threads = f->threads;
       // Progress only for a person watching a terminal.
-      if (!f->quiet && ::isatty(STDERR_FILENO)) o.progress = ProgressBar();
-      const auto start = std::chrono::steady_clock::now();
+      if (!f->quiet && ::isatty(STDERR_FILENO)) base.progress = ProgressBar();
       if (!f->calibration.empty()) {
-        QEMB_ASSIGN_OR_RETURN(o.calibration_tokens, read_token_file(f->calibration));
-        o.calibration_source = f->calibration;
+        QEMB_ASSIGN_OR_RETURN(base.calibration_tokens, read_token_file(f->calibration));
+        base.calibration_source = f->calibration;
       }
-      QEMB_ASSIGN_OR_RETURN(CompiledEmbedding c, compile_checkpoint(f->checkpoint, o, f->out));
+      std::vector<CompileOptions> tables;
+      for (const std::string& t : tensors) {
+        CompileOptions o = base;
+        o.tensor = t;
+        o.node_name = tensors.size() == 1 ? f->name : t;
+        tables.push_back(std::move(o));
+      }
+      QEMB_RETURN_IF_ERROR(apply_per_table("--scheme", f->schemes, tensors, [&](size_t i, const std::string& v) -> Status {
+        QEMB_ASSIGN_OR_RETURN(tables[i].scheme, parse_scheme(v));
+        return Status::Ok();
+      }));
+      QEMB_RETURN_IF_ERROR(apply_per_table("--pattern", f->patterns, tensors, [&](size_t i, const std::string& v) -> Status {
+        QEMB_ASSIGN_OR_RETURN(tables[i].pattern, parse_pattern(v));
+        return Status::Ok();
+      }));
+      QEMB_RETURN_IF_ERROR(apply_per_table("--mode", f->modes, tensors, [&](size_t i, const std::string& v) -> Status {
+        QEMB_ASSIGN_OR_RETURN(tables[i].mode, parse_compile_mode(v));
+        return Status::Ok();
+      }));
+      const auto start = std::chrono::steady_clock::now();
+      QEMB_ASSIGN_OR_RETURN(std::vector<CompiledEmbedding> compiled,
+                            compile_checkpoint_tables(f->checkpoint, tables, f->out));
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (f->json) {
         // What inspect reads back from the file, checksums verified.
         QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(f->out));
+        int64_t rows = 0;
+        for (size_t t = 0; t < rt->table_count(); ++t) rows += rt->table(t).vocab_size();
         nlohmann::json j = inspect_json(f->out, *rt);
         j["output"] = f->out;
-        j["timing"] = {{"seconds", seconds},
-                       {"rows_per_s", seconds > 0 ? static_cast<double>(rt->vocab_size()) / seconds : 0.0}};
+        j["timing"] = {{"seconds", seconds}, {"rows_per_s", seconds > 0 ? static_cast<double>(rows) / seconds : 0.0}};
         std::printf("%s\n", json_text(j, 2).c_str());
         return Status::Ok();
       }
       if (!f->quiet) {
         std::FILE* out = summary_stream(f->out);
-        std::fprintf(out, "tensor:  %s [%lld x %lld] %s\n",
-                     escape_control(c.metadata["source"]["tensor"].get<std::string>()).c_str(),
-                    static_cast<long long>(c.metadata["vocab_size"].get<int64_t>()),
-                    static_cast<long long>(c.metadata["dim"].get<int64_t>()),
-                    c.metadata["source"]["dtype"].get<std::string>().c_str());
-        std::fprintf(out, "scheme:  %s\n", to_string(o.scheme));
-        std::fprintf(out, "pattern: %s (%s)\n", to_string(c.pattern), escape_control(c.pattern_reason).c_str());
-        std::fprintf(out, "mode:    %s (%s)\n", to_string(c.mode), escape_control(c.mode_reason).c_str());
+        for (size_t i = 0; i < compiled.size(); ++i) {
+          const CompiledEmbedding& c = compiled[i];
+          if (compiled.size() > 1) std::fprintf(out, "table:   %s\n", escape_control(tables[i].node_name).c_str());
+          std::fprintf(out, "tensor:  %s [%lld x %lld] %s\n",
+                       escape_control(c.metadata["source"]["tensor"].get<std::string>()).c_str(),
+                       static_cast<long long>(c.metadata["vocab_size"].get<int64_t>()),
+                       static_cast<long long>(c.metadata["dim"].get<int64_t>()),
+                       c.metadata["source"]["dtype"].get<std::string>().c_str());
+          std::fprintf(out, "scheme:  %s\n", to_string(tables[i].scheme));
+          std::fprintf(out, "pattern: %s (%s)\n", to_string(c.pattern), escape_control(c.pattern_reason).c_str());
+          std::fprintf(out, "mode:    %s (%s)\n", to_string(c.mode), escape_control(c.mode_reason).c_str());
+        }
         std::fprintf(out, "wrote %s\n", escape_control(f->out).c_str());
       }
       return Status::Ok();

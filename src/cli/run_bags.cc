@@ -96,8 +96,10 @@ Status run_bags(const std::string& artifact, const std::string& tokens, const st
     return make_error(ErrorCode::kInvalidArgument, "the output '" + out + "' is the input artifact; choose another path");
   QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(artifact, options));
 
+  QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* table, choose_table(*rt, f.table));
   TableBags t;
   t.table = rt.get();
+  t.embedding_table = table;
   t.name = std::filesystem::path(artifact).filename().string();
   t.indices = std::span<const int64_t>(ids);
   const size_t count = static_cast<size_t>(bounds.num_elements());

@@ -14,7 +14,12 @@ namespace qemb::cli {
 
 struct BagFlags {
   std::string bags, bag_format = "include-last-offset", weights, pool = "sum", padding_idx;
+  std::string table;  // run's --table: the table of an artifact of several
 };
+
+// The table `name` of the artifact, or its only table when `name` is empty
+// (an artifact of several needs a name: the error lists them).
+Result<const EmbeddingTable*> choose_table(const EmbeddingRuntime& rt, const std::string& name);
 
 // Adds --bags, --bag-format, --weights, --pool and --padding-idx to `run`.
 void add_bag_flags(CLI::App& run, BagFlags& flags);

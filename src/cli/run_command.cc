@@ -112,7 +112,7 @@ class RowPrinter {
 // activations. bfloat16 has no NumPy type: its .npy holds the bit patterns
 // as uint16.
 template <typename T>
-Status run_lookups(const EmbeddingRuntime& rt, const TokenBatch& batch, const std::string& out, bool json,
+Status run_lookups(const EmbeddingTable& rt, const TokenBatch& batch, const std::string& out, bool json,
                    const FloatDtype* dtype) {
   const int64_t dim = rt.dim();
   const size_t n = batch.ids.size();
@@ -148,6 +148,15 @@ Status run_lookups(const EmbeddingRuntime& rt, const TokenBatch& batch, const st
 
 }  // namespace
 
+Result<const EmbeddingTable*> choose_table(const EmbeddingRuntime& rt, const std::string& name) {
+  if (!name.empty()) return rt.find_table(name);
+  if (rt.table_count() == 1) return &rt.table(0);
+  std::string names;
+  for (const std::string& n : rt.table_names()) names += (names.empty() ? "" : ", ") + n;
+  return make_error(ErrorCode::kInvalidArgument, "the artifact holds " + std::to_string(rt.table_count()) +
+                                                     " tables (" + names + "); choose one with --table NAME");
+}
+
 Result<Verify> parse_verify(const std::string& s) {
   if (s == "full") return Verify::kFull;
   if (s == "header") return Verify::kHeader;
@@ -156,7 +165,7 @@ Result<Verify> parse_verify(const std::string& s) {
 
 void add_run_command(CLI::App& app, Action& run) {
   struct Flags {
-    std::string artifact, tokens, tokens_file, out, verify = "full", out_dtype = "f32";
+    std::string artifact, tokens, tokens_file, out, verify = "full", out_dtype = "f32", table;
     bool dequantize = false, reference = false, json = false;
     int threads = 1;
   };
@@ -186,6 +195,7 @@ void add_run_command(CLI::App& app, Action& run) {
       ->capture_default_str()
       ->check(parsed_by(parse_verify));
   add_bag_flags(*cmd, *bag);
+  cmd->add_option("--table", f->table, "the table to look up in an artifact of several (see qemb inspect)");
   cmd->callback([f, bag, &run] {
     run = [f, bag]() -> Status {
       if (bag_flags_given(*bag)) {
@@ -195,6 +205,7 @@ void add_run_command(CLI::App& app, Action& run) {
         QEMB_ASSIGN_OR_RETURN(options.verify, parse_verify(f->verify));
         options.threads = f->threads;
         options.reference = f->reference;
+        bag->table = f->table;
         return run_bags(f->artifact, f->tokens, f->tokens_file, *bag, options, f->out);
       }
       if (f->json && !f->out.empty())
@@ -209,10 +220,11 @@ void add_run_command(CLI::App& app, Action& run) {
       options.threads = f->threads;
       options.reference = f->reference;
       QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(f->artifact, options));
-      if (!f->dequantize) return run_lookups<uint16_t>(*rt, batch, f->out, f->json, nullptr);
+      QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* table, choose_table(*rt, f->table));
+      if (!f->dequantize) return run_lookups<uint16_t>(*table, batch, f->out, f->json, nullptr);
       QEMB_ASSIGN_OR_RETURN(const FloatDtype dtype, parse_float_dtype(f->out_dtype));
-      if (dtype == FloatDtype::kF32) return run_lookups<float>(*rt, batch, f->out, f->json, &dtype);
-      return run_lookups<uint16_t>(*rt, batch, f->out, f->json, &dtype);
+      if (dtype == FloatDtype::kF32) return run_lookups<float>(*table, batch, f->out, f->json, &dtype);
+      return run_lookups<uint16_t>(*table, batch, f->out, f->json, &dtype);
     };
   });
 }

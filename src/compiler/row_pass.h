@@ -3,7 +3,6 @@
 // a memory-mapped checkpoint table that drops the pages it has consumed.
 #pragma once
 
-
 #include <algorithm>
 #include <atomic>
 #include <cstdint>

@@ -201,8 +201,6 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
   s->path = path;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  if (!fs::exists(st))
-    return make_error(ErrorCode::kNotFound, "checkpoint " + in_quotes(path) + " does not exist");
   if (fs::is_directory(st)) {
     QEMB_RETURN_IF_ERROR(open_folder(*s));
   } else if (ends_with(path, ".json")) {
@@ -214,10 +212,14 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
   } else {
     s->file = path;
     char magic[4] = {};
-    std::ifstream in(path, std::ios::binary);
-    in.read(magic, 4);
-    s->format = in.gcount() == 4 && std::memcmp(magic, "GGUF", 4) == 0 ? CheckpointFormat::kGguf
-                                                                         : CheckpointFormat::kSafetensors;
+    std::ifstream in;
+    // Only a regular file is sniffed: a FIFO would block or lose its bytes;
+    // the readers refuse anything else with a clear message.
+    if (fs::is_regular_file(st)) in.open(path, std::ios::binary);
+    if (in) in.read(magic, 4);
+    // A missing file is left to the safetensors reader, whose error names it.
+    const bool gguf = ends_with(path, ".gguf") || (in.gcount() == 4 && std::memcmp(magic, "GGUF", 4) == 0);
+    s->format = gguf ? CheckpointFormat::kGguf : CheckpointFormat::kSafetensors;
   }
   if (s->format == CheckpointFormat::kGguf) {
     QEMB_ASSIGN_OR_RETURN(GgufFile g, GgufFile::open(s->file));

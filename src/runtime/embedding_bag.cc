@@ -39,7 +39,7 @@ namespace {
 // A table whose input has been checked, with its bags as B + 1 int64 offsets.
 struct PreparedTable {
   const TableBags* bags = nullptr;
-  const EmbeddingRuntime::Impl* impl = nullptr;
+  const EmbeddingTable::Impl* impl = nullptr;
   size_t dim = 0;
   size_t column = 0;  // its first output column
   std::vector<int64_t> offsets_storage;
@@ -146,9 +146,10 @@ Status check_bag_ids(const Id* ids, const PreparedTable& p, size_t bags, int64_t
 
 Status prepare(const TableBags& t, size_t index, PreparedTable& p, size_t& bags) {
   const std::string name = label(t, index);
-  if (t.table == nullptr) return make_error(ErrorCode::kInvalidArgument, name + " has no runtime");
+  if (t.table == nullptr && t.embedding_table == nullptr)
+    return make_error(ErrorCode::kInvalidArgument, name + " has no runtime");
   p.bags = &t;
-  p.impl = &runtime_impl(*t.table);
+  p.impl = t.embedding_table ? &table_impl(*t.embedding_table) : &table_impl(t.table->table(0));
   p.dim = static_cast<size_t>(p.impl->sig.dim);
   auto count = bag_count(t);
   if (!count.ok()) return make_error(count.error().code, name + ": " + count.error().message);
@@ -185,8 +186,8 @@ struct BagKernel {
   BagI32Fn i32 = nullptr;
 };
 
-BagKernel bag_kernel(const EmbeddingRuntime::Impl& impl) {
-  const KernelSet& k = *impl.kernels;
+BagKernel bag_kernel(const EmbeddingTable::Impl& impl) {
+  const KernelSet& k = *impl.runtime->kernels;
   if (impl.plan.kind == ExecutionPlan::Kind::kMaterialized) return {k.bag_u16_i64, k.bag_u16_i32};
   switch (impl.plan.u16_kernel) {
     case GatherKernel::requant_gather_s4_u16: return {k.requant_bag_s4_i64, k.requant_bag_s4_i32};
@@ -210,7 +211,7 @@ Status pool_interpreted(const PreparedTable& p, const BagParams& bag, float* out
   }
   std::vector<uint16_t> rows((m + 1) * p.dim, 0);
   if (m > 0) {
-    QEMB_RETURN_IF_ERROR(interpret_graph(p.impl->artifact.graph, p.impl->sig, ids,
+    QEMB_RETURN_IF_ERROR(interpret_graph(*p.impl->graph, p.impl->sig, ids,
                                          reinterpret_cast<uint8_t*>(rows.data())));
   }
   std::vector<int64_t> offsets(bag.bags + 1);
@@ -334,7 +335,7 @@ Status pool_tables(std::span<const TableBags> tables, float* out32, uint16_t* ou
   }
   std::vector<Status> status(tasks.size());
   Call call{&tasks, total_dim, out32, out16, type, &status};
-  WorkerPool* pool = prepared[0].impl->pool.get();
+  WorkerPool* pool = prepared[0].impl->runtime->pool.get();
   if (pool != nullptr && tasks.size() > 1 && total_values >= kMinValuesForThreads) {
     pool->parallelize(tasks.size(), 1, &Call::tasks_in, &call);
   } else {
@@ -347,7 +348,7 @@ Status pool_tables(std::span<const TableBags> tables, float* out32, uint16_t* ou
 }  // namespace
 
 std::string bag_kernel_name(const EmbeddingRuntime& runtime) {
-  const EmbeddingRuntime::Impl& impl = runtime_impl(runtime);
+  const EmbeddingTable::Impl& impl = table_impl(runtime.table(0));
   if (impl.plan.kind == ExecutionPlan::Kind::kInterpreted) return "reference_interpreter";
   GatherKernel k = GatherKernel::bag_u16_i64;
   if (impl.plan.kind == ExecutionPlan::Kind::kRequant) {
@@ -358,7 +359,7 @@ std::string bag_kernel_name(const EmbeddingRuntime& runtime) {
       default: k = GatherKernel::legacy_bag_s8_i64; break;
     }
   }
-  return kernel_name(*impl.kernels, k);
+  return kernel_name(*impl.runtime->kernels, k);
 }
 
 Status embedding_bags(std::span<const TableBags> tables, float* out) {

@@ -32,7 +32,7 @@ nlohmann::json encoding_json(const Encoding& e) {
 nlohmann::json describe_artifact(const EmbeddingRuntime& runtime) {
   using nlohmann::json;
   const LoadedArtifact& a = runtime.artifact();
-  const json& m = a.metadata;
+  const json& m = runtime.table(0).metadata();
   auto meta = [&](const char* key) { return m.contains(key) ? m[key] : json(); };
   json j;
   j["scheme"] = meta("scheme");
@@ -73,6 +73,25 @@ nlohmann::json describe_artifact(const EmbeddingRuntime& runtime) {
     sections.push_back({{"name", s.name}, {"kind", to_string(s.kind)}, {"offset", s.offset},
                         {"size", s.size}, {"verified", s.verified}});
   j["sections"] = sections;
+  // Every table (one for a one-table artifact); the keys above describe the first.
+  json tables = json::array();
+  for (size_t i = 0; i < runtime.table_count(); ++i) {
+    const EmbeddingTable& t = runtime.table(i);
+    const json& tm = t.metadata();
+    auto tmeta = [&](const char* key) { return tm.contains(key) ? tm[key] : json(); };
+    tables.push_back({{"name", t.name()},
+                      {"scheme", tmeta("scheme")},
+                      {"pattern", tmeta("pattern")},
+                      {"pattern_reason", tmeta("pattern_reason")},
+                      {"mode", tmeta("mode")},
+                      {"vocab_size", t.vocab_size()},
+                      {"dim", t.dim()},
+                      {"act_scale", t.activation().scale},
+                      {"act_offset", t.activation().offset()},
+                      {"source", tmeta("source")},
+                      {"kernel", t.kernel_name()}});
+  }
+  j["tables"] = tables;
   return j;
 }
 
@@ -97,6 +116,18 @@ std::string describe_artifact_text(const EmbeddingRuntime& runtime) {
      << "kernel:       " << runtime.kernel_name() << "\n";
   if (j["source"].is_object())
     os << "source:       " << source("file") << " : " << source("tensor") << " (" << source("dtype") << ")\n";
+  if (runtime.table_count() > 1 && j["tables"].is_array()) {
+    os << "tables:       " << runtime.table_count() << " (the lines above describe the first; qemb run --table NAME)\n";
+    for (const nlohmann::json& t : j["tables"]) {
+      auto field = [&](const char* key) {
+        const auto it = t.find(key);
+        if (it == t.end()) return std::string("?");
+        return escape_control(it->is_string() ? it->get<std::string>() : json_text(*it));
+      };
+      os << "  " << field("name") << ": " << field("scheme") << " " << field("pattern") << " " << field("mode") << ", "
+         << field("vocab_size") << " x " << field("dim") << ", " << field("kernel") << "\n";
+    }
+  }
   os << "runtime graph:\n" << runtime.artifact().graph.dump();
   return os.str();
 }

@@ -1,6 +1,7 @@
 #include "qemb/runtime.h"
 
 #include <algorithm>
+#include <set>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -174,17 +175,17 @@ struct KernelCall {
 };
 
 template <OutKind K>
-Status run_checked(const EmbeddingRuntime::Impl& impl, std::span<const int64_t> ids, OutT<K>* out) {
+Status run_checked(const EmbeddingTable::Impl& impl, std::span<const int64_t> ids, OutT<K>* out) {
   const size_t n = ids.size();
   const size_t dim = static_cast<size_t>(impl.sig.dim);
   if (n == 0) return Status::Ok();
   if (impl.plan.kind == ExecutionPlan::Kind::kInterpreted) {
     if constexpr (K == OutKind::kU16) {
-      return interpret_graph(impl.artifact.graph, impl.sig, ids, reinterpret_cast<uint8_t*>(out));
+      return interpret_graph(*impl.graph, impl.sig, ids, reinterpret_cast<uint8_t*>(out));
     } else {
       std::vector<uint16_t> q(n * dim);
       QEMB_RETURN_IF_ERROR(
-          interpret_graph(impl.artifact.graph, impl.sig, ids, reinterpret_cast<uint8_t*>(q.data())));
+          interpret_graph(*impl.graph, impl.sig, ids, reinterpret_cast<uint8_t*>(q.data())));
       for (size_t i = 0; i < q.size(); ++i) {
         const float y = dequantize_activation(q[i], impl.plan.act);
         if constexpr (K == OutKind::kF32) out[i] = y;
@@ -194,19 +195,20 @@ Status run_checked(const EmbeddingRuntime::Impl& impl, std::span<const int64_t> 
       return Status::Ok();
     }
   }
-  KernelCall<K> call{&impl.plan, impl.kernels, ids.data(), out, dim};
-  if (impl.pool == nullptr || n < 2 * kMinRowsPerTask || n * dim < kMinValuesForThreads) {
+  const EmbeddingRuntime::Impl& rt = *impl.runtime;
+  KernelCall<K> call{&impl.plan, rt.kernels, ids.data(), out, dim};
+  if (rt.pool == nullptr || n < 2 * kMinRowsPerTask || n * dim < kMinValuesForThreads) {
     call.run(0, n);  // small batches (a decode step) never leave the calling thread
     return Status::Ok();
   }
-  const size_t tasks = static_cast<size_t>(impl.threads) * 4;
+  const size_t tasks = static_cast<size_t>(rt.threads) * 4;
   const size_t tile = std::max(kMinRowsPerTask, (n + tasks - 1) / tasks);
-  impl.pool->parallelize(n, tile, &KernelCall<K>::task, &call);
+  rt.pool->parallelize(n, tile, &KernelCall<K>::task, &call);
   return Status::Ok();
 }
 
 template <OutKind K>
-Status run_int32(const EmbeddingRuntime::Impl& impl, std::span<const int32_t> ids, OutT<K>* out) {
+Status run_int32(const EmbeddingTable::Impl& impl, std::span<const int32_t> ids, OutT<K>* out) {
   // Widen in fixed chunks on the stack: no allocation on the hot path.
   constexpr size_t kChunk = 1024;
   int64_t wide[kChunk];
@@ -222,7 +224,7 @@ Status run_int32(const EmbeddingRuntime::Impl& impl, std::span<const int32_t> id
 }
 
 template <typename Id>
-Status run_dtype(const EmbeddingRuntime::Impl& impl, std::span<const Id> ids, FloatDtype dtype, void* out) {
+Status run_dtype(const EmbeddingTable::Impl& impl, std::span<const Id> ids, FloatDtype dtype, void* out) {
   auto run = [&]<OutKind K>() -> Status {
     auto* o = static_cast<OutT<K>*>(out);
     if constexpr (std::is_same_v<Id, int32_t>) {
@@ -238,6 +240,42 @@ Status run_dtype(const EmbeddingRuntime::Impl& impl, std::span<const Id> ids, Fl
     case FloatDtype::kBF16: return run.template operator()<OutKind::kBF16>();
   }
   return make_error(ErrorCode::kInvalidArgument, "unknown output dtype");
+}
+
+// The part of `g` that computes `output`: the ops it depends on and their
+// tensors, in the graph's order.
+Graph table_subgraph(const Graph& g, const std::string& output) {
+  std::set<std::string> needed = {output};
+  std::vector<bool> used(g.ops.size(), false);
+  for (size_t i = g.ops.size(); i-- > 0;) {
+    const Op& op = g.ops[i];
+    if (std::none_of(op.outputs.begin(), op.outputs.end(), [&](const std::string& o) { return needed.count(o); }))
+      continue;
+    used[i] = true;
+    needed.insert(op.inputs.begin(), op.inputs.end());
+    needed.insert(op.outputs.begin(), op.outputs.end());
+  }
+  Graph sub;
+  for (const Tensor& t : g.tensors)
+    if (needed.count(t.name)) sub.tensors.push_back(t);
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (used[i]) sub.ops.push_back(g.ops[i]);
+  return sub;
+}
+
+Status plan_table(EmbeddingTable::Impl& t, const RuntimeOptions& options) {
+  QEMB_ASSIGN_OR_RETURN(t.sig, graph_signature(*t.graph));
+  t.name = t.sig.output->name;
+  t.plan = options.reference ? ExecutionPlan{} : plan_for(*t.graph, t.sig);
+  t.plan.act = act_of(*t.sig.output);
+  if (t.plan.kind == ExecutionPlan::Kind::kInterpreted) {
+    t.kernel_name = "reference_interpreter";
+    t.isa = "SCALAR";
+  } else {
+    t.isa = best_kernels().isa;
+    t.kernel_name = qemb::kernel_name(best_kernels(), t.plan.u16_kernel);
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -258,6 +296,36 @@ Result<FloatDtype> parse_float_dtype(std::string_view name) {
     if (name == to_string(d)) return d;
   return make_error(ErrorCode::kInvalidArgument,
                     "unknown output dtype '" + std::string(name) + "': expected f32, f16 or bf16");
+}
+
+EmbeddingTable::EmbeddingTable(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+EmbeddingTable::~EmbeddingTable() = default;
+const std::string& EmbeddingTable::name() const { return impl_->name; }
+int64_t EmbeddingTable::vocab_size() const { return impl_->sig.vocab; }
+int64_t EmbeddingTable::dim() const { return impl_->sig.dim; }
+ActivationEncoding EmbeddingTable::activation() const { return impl_->plan.act; }
+const std::string& EmbeddingTable::kernel_name() const { return impl_->kernel_name; }
+const nlohmann::json& EmbeddingTable::metadata() const { return impl_->metadata; }
+
+Status EmbeddingTable::lookup(std::span<const int64_t> ids, uint16_t* out) const {
+  QEMB_RETURN_IF_ERROR(check_ids(ids, impl_->sig.vocab));
+  return run_checked<OutKind::kU16>(*impl_, ids, out);
+}
+Status EmbeddingTable::lookup(std::span<const int32_t> ids, uint16_t* out) const {
+  return run_int32<OutKind::kU16>(*impl_, ids, out);
+}
+Status EmbeddingTable::lookup_dequantized(std::span<const int64_t> ids, float* out) const {
+  QEMB_RETURN_IF_ERROR(check_ids(ids, impl_->sig.vocab));
+  return run_checked<OutKind::kF32>(*impl_, ids, out);
+}
+Status EmbeddingTable::lookup_dequantized(std::span<const int32_t> ids, float* out) const {
+  return run_int32<OutKind::kF32>(*impl_, ids, out);
+}
+Status EmbeddingTable::lookup_dequantized(std::span<const int64_t> ids, FloatDtype dtype, void* out) const {
+  return run_dtype(*impl_, ids, dtype, out);
+}
+Status EmbeddingTable::lookup_dequantized(std::span<const int32_t> ids, FloatDtype dtype, void* out) const {
+  return run_dtype(*impl_, ids, dtype, out);
 }
 
 Status check_ids(std::span<const int64_t> ids, int64_t vocab) {
@@ -282,57 +350,89 @@ Result<std::unique_ptr<EmbeddingRuntime>> EmbeddingRuntime::from_artifact(
     return make_error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per core)");
   auto impl = std::make_unique<Impl>();
   impl->artifact = std::move(artifact);
-  QEMB_ASSIGN_OR_RETURN(impl->sig, graph_signature(impl->artifact.graph));
-  impl->plan = options.reference ? ExecutionPlan{} : plan_for(impl->artifact.graph, impl->sig);
-  impl->plan.act = act_of(*impl->sig.output);
-  if (impl->plan.kind == ExecutionPlan::Kind::kInterpreted) {
-    impl->kernel_name = "reference_interpreter";
-    impl->isa = "SCALAR";
+  const Graph& graph = impl->artifact.graph;
+  std::vector<std::string> outputs;
+  for (const Tensor& t : graph.tensors)
+    if (t.kind == TensorKind::kAppRead) outputs.push_back(t.name);
+  const nlohmann::json& meta = impl->artifact.metadata;
+  const nlohmann::json* listed = meta.is_object() && meta.contains("tables") && meta["tables"].is_array()
+                                     ? &meta["tables"]
+                                     : nullptr;
+  bool any_kernel = false;
+  if (outputs.size() <= 1) {
+    // One table: the graph as it is (its checks and messages unchanged).
+    auto t = std::make_unique<EmbeddingTable::Impl>();
+    t->graph = &graph;
+    QEMB_RETURN_IF_ERROR(plan_table(*t, options));
+    if (meta.is_object()) t->metadata = meta;
+    impl->tables.push_back(std::unique_ptr<EmbeddingTable>(new EmbeddingTable(std::move(t))));
   } else {
-    impl->kernels = &best_kernels();
-    impl->isa = impl->kernels->isa;
-    impl->kernel_name = qemb::kernel_name(*impl->kernels, impl->plan.u16_kernel);
+    for (const std::string& out : outputs) {
+      auto t = std::make_unique<EmbeddingTable::Impl>();
+      t->own_graph = table_subgraph(graph, out);
+      t->graph = &t->own_graph;
+      Status planned = plan_table(*t, options);
+      if (!planned.ok())
+        return make_error(planned.code(), "table '" + out + "': " + planned.message());
+      if (listed)
+        for (const nlohmann::json& m : *listed)
+          if (m.is_object() && m.contains("name") && m["name"] == out) t->metadata = m;
+      impl->tables.push_back(std::unique_ptr<EmbeddingTable>(new EmbeddingTable(std::move(t))));
+    }
   }
+  for (auto& t : impl->tables) {
+    t->impl_->runtime = impl.get();
+    any_kernel |= t->impl_->plan.kind != ExecutionPlan::Kind::kInterpreted;
+  }
+  impl->kernels = &best_kernels();
   impl->threads = effective_threads(options.threads);
-  if (impl->threads > 1 && impl->plan.kind != ExecutionPlan::Kind::kInterpreted)
-    impl->pool = std::make_unique<WorkerPool>(impl->threads);
+  if (impl->threads > 1 && any_kernel) impl->pool = std::make_unique<WorkerPool>(impl->threads);
   return std::unique_ptr<EmbeddingRuntime>(new EmbeddingRuntime(std::move(impl)));
 }
 
 const EmbeddingRuntime::Impl& runtime_impl(const EmbeddingRuntime& runtime) { return *runtime.impl_; }
+const EmbeddingTable::Impl& table_impl(const EmbeddingTable& table) { return *table.impl_; }
 
-int64_t EmbeddingRuntime::vocab_size() const { return impl_->sig.vocab; }
-int64_t EmbeddingRuntime::dim() const { return impl_->sig.dim; }
-ActivationEncoding EmbeddingRuntime::activation() const { return impl_->plan.act; }
-const std::string& EmbeddingRuntime::kernel_name() const { return impl_->kernel_name; }
-const std::string& EmbeddingRuntime::isa() const { return impl_->isa; }
+size_t EmbeddingRuntime::table_count() const { return impl_->tables.size(); }
+const EmbeddingTable& EmbeddingRuntime::table(size_t index) const { return *impl_->tables.at(index); }
+
+Result<const EmbeddingTable*> EmbeddingRuntime::find_table(const std::string& name) const {
+  for (const auto& t : impl_->tables)
+    if (t->name() == name) return t.get();
+  std::string names;
+  for (const auto& t : impl_->tables) names += (names.empty() ? "" : ", ") + t->name();
+  return make_error(ErrorCode::kNotFound, "the artifact has no table '" + name + "'; its tables: " + names);
+}
+
+std::vector<std::string> EmbeddingRuntime::table_names() const {
+  std::vector<std::string> names;
+  for (const auto& t : impl_->tables) names.push_back(t->name());
+  return names;
+}
+
+int64_t EmbeddingRuntime::vocab_size() const { return table(0).vocab_size(); }
+int64_t EmbeddingRuntime::dim() const { return table(0).dim(); }
+ActivationEncoding EmbeddingRuntime::activation() const { return table(0).activation(); }
+const std::string& EmbeddingRuntime::kernel_name() const { return table(0).kernel_name(); }
+const std::string& EmbeddingRuntime::isa() const { return table(0).impl_->isa; }
 int EmbeddingRuntime::threads() const { return impl_->threads; }
 const LoadedArtifact& EmbeddingRuntime::artifact() const { return impl_->artifact; }
 
-Status EmbeddingRuntime::lookup(std::span<const int64_t> ids, uint16_t* out) const {
-  QEMB_RETURN_IF_ERROR(check_ids(ids, impl_->sig.vocab));
-  return run_checked<OutKind::kU16>(*impl_, ids, out);
-}
-
-Status EmbeddingRuntime::lookup(std::span<const int32_t> ids, uint16_t* out) const {
-  return run_int32<OutKind::kU16>(*impl_, ids, out);
-}
-
+Status EmbeddingRuntime::lookup(std::span<const int64_t> ids, uint16_t* out) const { return table(0).lookup(ids, out); }
+Status EmbeddingRuntime::lookup(std::span<const int32_t> ids, uint16_t* out) const { return table(0).lookup(ids, out); }
 Status EmbeddingRuntime::lookup_dequantized(std::span<const int64_t> ids, float* out) const {
-  QEMB_RETURN_IF_ERROR(check_ids(ids, impl_->sig.vocab));
-  return run_checked<OutKind::kF32>(*impl_, ids, out);
+  return table(0).lookup_dequantized(ids, out);
 }
-
 Status EmbeddingRuntime::lookup_dequantized(std::span<const int32_t> ids, float* out) const {
-  return run_int32<OutKind::kF32>(*impl_, ids, out);
+  return table(0).lookup_dequantized(ids, out);
 }
 
 Status EmbeddingRuntime::lookup_dequantized(std::span<const int64_t> ids, FloatDtype dtype, void* out) const {
-  return run_dtype(*impl_, ids, dtype, out);
+  return table(0).lookup_dequantized(ids, dtype, out);
 }
 
 Status EmbeddingRuntime::lookup_dequantized(std::span<const int32_t> ids, FloatDtype dtype, void* out) const {
-  return run_dtype(*impl_, ids, dtype, out);
+  return table(0).lookup_dequantized(ids, dtype, out);
 }
 
 }  // namespace qemb

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "qemb/kernels.h"
 #include "qemb/runtime.h"
@@ -27,16 +28,27 @@ struct ExecutionPlan {
 
 struct EmbeddingRuntime::Impl {
   LoadedArtifact artifact;
-  GraphSignature sig;
-  ExecutionPlan plan;
+  std::vector<std::unique_ptr<EmbeddingTable>> tables;
   const KernelSet* kernels = nullptr;
-  std::string kernel_name;
-  std::string isa;
   int threads = 1;
   std::unique_ptr<WorkerPool> pool;  // starts its threads when a batch needs them
 };
 
+// One table: its part of the graph, signature and kernel plan. The runtime's
+// kernels and threads are shared by all its tables.
+struct EmbeddingTable::Impl {
+  std::string name;
+  Graph own_graph;               // this table's ops and tensors, when the artifact holds several
+  const Graph* graph = nullptr;  // &own_graph, or the artifact's graph for a one-table artifact
+  GraphSignature sig;
+  ExecutionPlan plan;
+  std::string kernel_name, isa;
+  nlohmann::json metadata = nlohmann::json::object();
+  const EmbeddingRuntime::Impl* runtime = nullptr;
+};
+
 // The runtime's insides, for the runtime layer's other files.
 const EmbeddingRuntime::Impl& runtime_impl(const EmbeddingRuntime& runtime);
+const EmbeddingTable::Impl& table_impl(const EmbeddingTable& table);
 
 }  // namespace qemb

@@ -108,10 +108,10 @@ TEST_F(ArtifactCorruption, FileSizeFieldMismatchIsRefused) {
 
 TEST_F(ArtifactCorruption, NewerFormatVersionIsUnsupported) {
   std::vector<uint8_t> bad = file_;
-  put_u32(bad, 8, 2);
+  put_u32(bad, 8, 3);
   Error e = refused(bad);
   EXPECT_EQ(e.code, ErrorCode::kUnsupported);
-  EXPECT_MESSAGE_HAS(e, "written by a newer qemb (format 2); this build reads format 1");
+  EXPECT_MESSAGE_HAS(e, "written by a newer qemb (format 3); this build reads formats 1 to 2");
 
   // A newer format is recognised whatever its layout: even when it is short.
   auto short_future = build_raw({}, 7);

@@ -106,6 +106,52 @@ std::string describe_changes(const std::map<std::string, std::string>& before,
   return out;
 }
 
+// A GGUF v3 file with one F32 [40, 6] token_embd.weight; the knobs make it lie.
+struct GgufSpec {
+  std::string magic = "GGUF";
+  uint32_t version = 3;
+  uint64_t tensor_count = 1, kv_count = 1;
+  uint64_t key_length = 20;  // "general.architecture"
+  uint32_t value_type = 8;   // string
+  uint32_t ggml_type = 0;    // F32
+  uint64_t offset = 0;
+  uint64_t cols = kDim;
+  size_t data_bytes = kVocab * kDim * 4;
+};
+
+std::string gguf(const GgufSpec& g) {
+  std::string b = g.magic;
+  auto put = [&](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) b.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  put(g.version, 4);
+  put(g.tensor_count, 8);
+  put(g.kv_count, 8);
+  put(g.key_length, 8);
+  b += "general.architecture";
+  put(g.value_type, 4);
+  put(5, 8);
+  b += "llama";
+  put(17, 8);
+  b += "token_embd.weight";
+  put(2, 4);
+  put(g.cols, 8);
+  put(kVocab, 8);
+  put(g.ggml_type, 4);
+  put(g.offset, 8);
+  b.resize((b.size() + 31) / 32 * 32, '\0');
+  return b + std::string(g.data_bytes, '\x01');
+}
+
+template <typename F>
+std::function<std::string(const class BadInput&)> gguf_with(F tweak) {
+  return [tweak](const BadInput&) {
+    GgufSpec g;
+    tweak(g);
+    return gguf(g);
+  };
+}
+
 // ---- the fixture: a good checkpoint, a good artifact, and its layout --------
 
 class BadInput : public ::testing::Test {
@@ -300,7 +346,8 @@ TEST_F(BadInput, CommandLineTable) {
        "non-finite value (NaN) at row 2, column 1"},
       {"missing checkpoint", nullptr, "", "compile {dir}/absent.safetensors -o {out}",
        "absent.safetensors': No such file or directory"},
-      {"checkpoint that is a folder", nullptr, "", "compile {dir}/folder -o {out}", "is not a regular file"},
+      {"checkpoint folder with no checkpoint in it", nullptr, "", "compile {dir}/folder -o {out}",
+       "holds no model.safetensors.index.json, .safetensors or .gguf file"},
       {"compile output equal to the input", nullptr, "", "compile {ckpt} -o {ckpt}",
        "is the input checkpoint; choose another path"},
       {"calibration token past the end", [](B) { return std::string("1, 2\n40\n"); }, "calib.txt",
@@ -394,6 +441,56 @@ TEST_F(BadInput, CommandLineTable) {
       {"export-onnx in a build without ONNX", nullptr, "", "export-onnx {ckpt} --qnn-sdk-version 2.48 -o {out}",
        "this qemb was built without ONNX export (QEMB_ONNX_EXPORT=OFF, or libonnx-dev and libprotobuf-dev missing)"},
 #endif
+      // -- compile: GGUF checkpoints -------------------------------------------
+      {"GGUF with bad magic", gguf_with([](GgufSpec& g) { g.magic = "GGML"; }), "bad.gguf",
+       "compile {bad} -o {out}", "does not start with the magic \"GGUF\"; not a GGUF file"},
+      {"GGUF truncated in the tensor infos", [](B) { return gguf(GgufSpec{}).substr(0, 100); }, "bad.gguf",
+       "compile {bad} -o {out}", "the file is truncated or corrupt"},
+      {"GGUF of version 1", gguf_with([](GgufSpec& g) { g.version = 1; }), "bad.gguf", "compile {bad} -o {out}",
+       "has version 1; qemb reads GGUF versions 2 and 3"},
+      {"GGUF lying about its tensor count", gguf_with([](GgufSpec& g) { g.tensor_count = 1ull << 40; }), "bad.gguf",
+       "compile {bad} -o {out}", "claims 1099511627776 tensors, more than its"},
+      {"GGUF lying about its key/value count", gguf_with([](GgufSpec& g) { g.kv_count = 1ull << 40; }), "bad.gguf",
+       "compile {bad} -o {out}", "claims 1099511627776 key/value pairs"},
+      {"GGUF with a huge string", gguf_with([](GgufSpec& g) { g.key_length = 1ull << 62; }), "bad.gguf",
+       "compile {bad} -o {out}", "over the 67108864-byte limit"},
+      {"GGUF with an unknown value type", gguf_with([](GgufSpec& g) { g.value_type = 99; }), "bad.gguf",
+       "compile {bad} -o {out}", "value of 'general.architecture' has value type 99"},
+      {"GGUF with an unknown ggml type", gguf_with([](GgufSpec& g) { g.ggml_type = 77; }), "bad.gguf",
+       "compile {bad} -o {out}", "has ggml type 77, which qemb does not know"},
+      {"GGUF with misaligned tensor data", gguf_with([](GgufSpec& g) { g.offset = 8; }), "bad.gguf",
+       "compile {bad} -o {out}", "starts at data offset 8, not a multiple of the alignment 32"},
+      {"GGUF with an offset past the end", gguf_with([](GgufSpec& g) { g.offset = 1 << 20; }), "bad.gguf",
+       "compile {bad} -o {out}", "occupies data bytes [1048576, 1049536), past the end of the 960-byte data region"},
+      {"GGUF embedding of a type qemb does not read",
+       gguf_with([](GgufSpec& g) {
+         g.ggml_type = 12;  // Q4_K
+         g.cols = 256;
+         g.data_bytes = kVocab * 144;
+       }),
+       "bad.gguf", "compile {bad} --qnn-sdk-version 2.48 -o {out}",
+       "has GGUF type Q4_K; qemb reads F32, F16, BF16, Q8_0 and Q4_0 tables"},
+      {"GGUF fakequant", [](B) { return gguf(GgufSpec{}); }, "bad.gguf",
+       "fakequant {bad} --scheme 16a4w --qnn-sdk-version 2.48 -o {out}", "fakequant writes safetensors checkpoints"},
+      // -- sharded checkpoints --------------------------------------------------
+      {"index naming a missing shard",
+       [](B) { return std::string("{\"weight_map\": {\"model.embed_tokens.weight\": \"absent.safetensors\"}}"); },
+       "model.safetensors.index.json", "compile {bad} -o {out}",
+       "names shard 'absent.safetensors', which is not in"},
+      {"index that is not JSON", [](B) { return std::string("{\"weight_map\": "); }, "model.safetensors.index.json",
+       "eval {bad}", "not valid JSON"},
+      {"index whose shard lacks the tensor",
+       [](B) { return std::string("{\"weight_map\": {\"model.wte.weight\": \"model.safetensors\"}}"); },
+       "model.safetensors.index.json", "compile {bad} -o {out}",
+       "places tensor 'model.wte.weight' in shard 'model.safetensors', but that shard does not hold it"},
+      {"fakequant of an index into an existing folder",
+       [](B) {
+         return std::string(
+             "{\"weight_map\": {\"model.embed_tokens.weight\": \"model.safetensors\", \"model.cube\": "
+             "\"model.safetensors\"}}");
+       },
+       "model.safetensors.index.json", "fakequant {bad} --scheme 16a4w --qnn-sdk-version 2.48 -o {dir}/folder",
+       "already exists; fakequant of a checkpoint folder writes a new folder"},
       // -- run / inspect: the artifact --------------------------------------
       {"empty artifact", [](B) { return std::string(); }, "bad.qemb", "run {bad} --tokens 1 -o {out}",
        "is 0 bytes, smaller than the 64-byte header"},
@@ -402,10 +499,10 @@ TEST_F(BadInput, CommandLineTable) {
       {"artifact from a future format version",
        [](B b) {
          std::string s = b.good_artifact_;
-         s[8] = 2;  // format version field
+         s[8] = 3;  // format version field
          return s;
        },
-       "bad.qemb", "run {bad} --tokens 1 -o {out}", "written by a newer qemb (format 2); this build reads format 1"},
+       "bad.qemb", "run {bad} --tokens 1 -o {out}", "written by a newer qemb (format 3); this build reads formats 1 to 2"},
       {"artifact truncated inside the header", [](B b) { return b.good_artifact_.substr(0, 40); }, "bad.qemb",
        "run {bad} --tokens 1 -o {out}", "is 40 bytes, smaller than the 64-byte header"},
       {"artifact truncated inside the section table", [](B b) { return b.good_artifact_.substr(0, 100); },
@@ -650,6 +747,18 @@ TEST_F(BadInput, CommandLineTable) {
        "unknown --verify 'some': expected full or header", 2},
       {"unknown bench --verify mode", nullptr, "", "bench {art} --verify none",
        "unknown --verify 'none': expected full or header", 2},
+      {"run --table the artifact lacks", nullptr, "", "run {art} --tokens 1 --table nope -o {out}",
+       "the artifact has no table 'nope'; its tables: embedding"},
+      // -- compile: several tables ---------------------------------------------
+      {"--tensor glob matching nothing", nullptr, "", "compile {ckpt} --tensor 'decoder.*' -o {out}",
+       "--tensor 'decoder.*' matches no tensor"},
+      {"--tensor naming a 3-D tensor among several", nullptr, "",
+       "compile {ckpt} --tensor model.embed_tokens.weight,model.cube -o {out}", "must be 2-D [vocab, dim]"},
+      {"--scheme for a tensor not being compiled", nullptr, "",
+       "compile {ckpt} --scheme model.cube=16a8w --qnn-sdk-version 2.48 -o {out}",
+       "--scheme model.cube=16a8w: 'model.cube' is not one of the tables being compiled"},
+      {"--scheme with an unknown scheme for one table", nullptr, "",
+       "compile {ckpt} --scheme model.embed_tokens.weight=16a3w --qnn-sdk-version 2.48 -o {out}", "16a3w", 2},
   };
   ASSERT_GE(cases.size(), 30u);
 

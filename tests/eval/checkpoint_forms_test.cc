@@ -6,10 +6,13 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <cstring>
 #include <numeric>
 
 #include "qemb/checkpoint.h"
 #include "qemb/eval.h"
+#include "qemb/gguf.h"
+#include "qemb/half.h"
 #include "qemb/runtime.h"
 #include "support/checkpoints.h"
 #include "support/temp_dir.h"
@@ -167,6 +170,96 @@ TEST(CheckpointForms, TiedModelCompilesFromLmHead) {
   EXPECT_EQ(tied->metadata["source"]["tensor"], "lm_head.weight");
   ASSERT_TRUE(compile_checkpoint(dir.file("embed.safetensors"), o, dir.file("embed.qemb")).ok());
   EXPECT_EQ(lookup_all(dir.file("tied.qemb")), lookup_all(dir.file("embed.qemb")));
+}
+
+
+// ggml's dequantization, written out here independently of the reader.
+std::vector<float> ggml_dequantize(const std::vector<uint8_t>& blocks, bool q8, size_t count) {
+  std::vector<float> out(count);
+  const size_t block_bytes = q8 ? 34 : 18;
+  for (size_t b = 0; b < count / 32; ++b) {
+    const uint8_t* p = blocks.data() + b * block_bytes;
+    const float d = f16_to_float(static_cast<uint16_t>(p[0] | (p[1] << 8)));
+    for (int j = 0; j < 32; ++j) {
+      if (q8) {
+        out[b * 32 + j] = static_cast<float>(static_cast<int8_t>(p[2 + j])) * d;
+      } else {
+        const int nibble = j < 16 ? (p[2 + j] & 0x0F) : (p[2 + j - 16] >> 4);
+        out[b * 32 + j] = static_cast<float>(nibble - 8) * d;
+      }
+    }
+  }
+  return out;
+}
+
+TEST(CheckpointForms, GgufCompilesBitExactToTheSameTableAsSafetensors) {
+  TempDir dir;
+  constexpr int64_t kRows = 70, kDim = 64;
+  const auto table = spread_table(kRows, kDim, 77);
+  struct Type {
+    const char* name;
+    uint32_t id;
+  };
+  for (const Type type : {Type{"F32", 0}, Type{"F16", 1}, Type{"BF16", 30}, Type{"Q8_0", 8}, Type{"Q4_0", 2}}) {
+    SCOPED_TRACE(type.name);
+    const std::string name = type.name;
+    std::vector<uint8_t> bytes;
+    std::string st_dtype = name;
+    std::vector<float> st_values = table;
+    if (name == "Q8_0" || name == "Q4_0") {
+      bytes = name == "Q8_0" ? gguf_quantize_q8_0(table.data(), table.size())
+                             : gguf_quantize_q4_0(table.data(), table.size());
+      st_dtype = "F32";
+      st_values = ggml_dequantize(bytes, name == "Q8_0", table.size());
+    } else {
+      bytes = encode_floats(table, name);
+    }
+    const std::string gguf = dir.file("m-" + name + ".gguf");
+    ASSERT_TRUE(write_gguf(gguf, {{"general.architecture", "llama"}},
+                           {{"output_norm.weight", 0, {kDim}, encode_floats(std::vector<float>(kDim, 1.0f), "F32")},
+                            {"token_embd.weight", type.id, {kRows, kDim}, bytes},
+                            {"output.weight", 0, {kRows, kDim}, encode_floats(table, "F32")}})
+                    .ok());
+    const std::string st = dir.file("m-" + name + ".safetensors");
+    ASSERT_TRUE(write_safetensors(st, {}, {{"model.embed_tokens.weight", st_dtype, {kRows, kDim},
+                                            st_dtype == "F32" && name != "F32" ? encode_floats(st_values, "F32")
+                                                                               : bytes}})
+                    .ok());
+    for (const Scheme scheme : {Scheme::k16a4w, Scheme::k16a8w}) {
+      CompileOptions o;
+      o.scheme = scheme;
+      o.qnn_sdk_version = scheme == Scheme::k16a4w ? "2.48" : "2.37";
+      const std::string a = dir.file("g.qemb"), b = dir.file("s.qemb");
+      fs::remove(a);
+      fs::remove(b);
+      auto from_gguf = compile_checkpoint(gguf, o, a);
+      ASSERT_TRUE(from_gguf.ok()) << from_gguf.error().to_string();
+      EXPECT_EQ(from_gguf->metadata["source"]["tensor"], "token_embd.weight");
+      EXPECT_EQ(from_gguf->metadata["source"]["dtype"], name);
+      ASSERT_TRUE(compile_checkpoint(st, o, b).ok());
+      const auto ga = lookup_all(a), sb = lookup_all(b);
+      ASSERT_EQ(ga.size(), static_cast<size_t>(kRows * kDim));
+      EXPECT_EQ(0, std::memcmp(ga.data(), sb.data(), ga.size() * sizeof(float)));
+    }
+    EvalOptions eo;
+    eo.qnn_sdk_version = "2.48";
+    auto report = evaluate_checkpoint(gguf, eo);
+    ASSERT_TRUE(report.ok()) << report.error().to_string();
+    const bool quantized = name == "Q8_0" || name == "Q4_0";
+    EXPECT_EQ(report->source_quantized, quantized);
+    EXPECT_EQ(format_eval_report(*report).find("already quantized (" + name + ")") != std::string::npos, quantized);
+    EXPECT_EQ(eval_report_json(*report)["source_quantized"], quantized);
+  }
+}
+
+TEST(CheckpointForms, GgufFakequantIsRefused) {
+  TempDir dir;
+  ASSERT_TRUE(write_gguf(dir.file("m.gguf"), {}, {{"token_embd.weight", 0, {2, 2}, encode_floats({1, 2, 3, 4}, "F32")}})
+                  .ok());
+  auto r = fakequant_checkpoint(dir.file("m.gguf"), FakeQuantOptions{}, dir.file("o.safetensors"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnsupported);
+  EXPECT_THAT(r.error().message, HasSubstr("is GGUF"));
 }
 
 }  // namespace

@@ -127,7 +127,7 @@ TEST(Checkpoint, BadIndexes) {
   expect_error(Checkpoint::open(index).status(), ErrorCode::kParseError, "shards must be files inside");
   write_text_file(index, "{\"weight_map\": {}}");
   expect_error(Checkpoint::open(index).status(), ErrorCode::kParseError, "\"weight_map\" is empty");
-  expect_error(Checkpoint::open(dir.file("nope")).status(), ErrorCode::kNotFound, "does not exist");
+  expect_error(Checkpoint::open(dir.file("nope")).status(), ErrorCode::kNotFound, "No such file or directory");
 }
 
 TEST(Checkpoint, FolderWithOneFileOrNone) {

@@ -1,0 +1,95 @@
+// The command line over every checkpoint form: a sharded folder for compile
+// and fakequant (--link), GGUF for eval, and an artifact of several tables
+// for compile --tensor, inspect and run --table.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "qemb/gguf.h"
+#include "support/checkpoints.h"
+#include "support/temp_dir.h"
+
+namespace qemb {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using namespace qemb::testing;
+
+const std::string kQemb = QEMB_CLI_PATH;
+
+CommandResult qemb(const std::string& args) { return run_command(kQemb + " " + args); }
+
+TEST(CheckpointCli, ShardedFolderCompilesAndFakequantsIntoAFolder) {
+  TempDir dir;
+  ShardedCheckpoint c = write_sharded_checkpoint(dir.file("ckpt"));
+  write_text_file(c.folder + "/config.json", "{\"vocab_size\": 96}\n");
+  auto r = qemb("compile " + c.folder + " --qnn-sdk-version 2.48 -o " + dir.file("a.qemb"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("tensor:  model.embed_tokens.weight [96 x 40] BF16"));
+  r = qemb("fakequant " + c.folder + " --scheme 16a4w --qnn-sdk-version 2.48 --link -o " + dir.file("fq"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("wrote folder " + dir.file("fq") + " (every other tensor and file unchanged, 2 shards "
+                               "hard-linked)"));
+  EXPECT_EQ(read_bytes(dir.file("fq/config.json")), read_bytes(c.folder + "/config.json"));
+  EXPECT_EQ(read_bytes(dir.file("fq/model.safetensors.index.json")), read_bytes(c.index));
+}
+
+TEST(CheckpointCli, EvalOfAQuantizedGgufSaysSo) {
+  TempDir dir;
+  const auto table = spread_table(40, 64, 8);
+  ASSERT_TRUE(write_gguf(dir.file("m.gguf"), {{"general.architecture", "llama"}},
+                         {{"token_embd.weight", 8, {40, 64}, gguf_quantize_q8_0(table.data(), table.size())}})
+                  .ok());
+  auto r = qemb("eval " + dir.file("m.gguf") + " --qnn-sdk-version 2.48");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("tensor      token_embd.weight Q8_0 [40 x 64]"));
+  EXPECT_THAT(r.out, HasSubstr("source      already quantized (Q8_0)"));
+}
+
+TEST(CheckpointCli, SeveralTablesInOneArtifact) {
+  TempDir dir;
+  ShardedCheckpoint c = write_sharded_checkpoint(dir.file("ckpt"));
+  const std::string art = dir.file("t.qemb");
+  auto r = qemb("compile " + c.index + " --tensor model.embed_tokens.weight --tensor 'model.layers.1.w*'" +
+                " --scheme 16a8w --scheme model.layers.1.w2.weight=16a4w --mode model.layers.1.w0.weight=fused" +
+                " --qnn-sdk-version 2.48 -o " + art);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  r = qemb("inspect " + art + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["tables"].size(), 5u);
+  EXPECT_EQ(j["tables"][0]["name"], "model.embed_tokens.weight");
+  EXPECT_EQ(j["tables"][1]["name"], "model.layers.1.w0.weight");
+  EXPECT_EQ(j["tables"][1]["mode"], "fused");
+  EXPECT_EQ(j["tables"][3]["scheme"], "16a4w");
+  EXPECT_EQ(j["tables"][4]["scheme"], "16a8w");
+  r = qemb("inspect " + art);
+  EXPECT_THAT(r.out, HasSubstr("tables:       5"));
+  EXPECT_THAT(r.out, HasSubstr("  model.layers.1.w2.weight: 16a4w optimized"));
+
+  // --table picks one; its rows are what a one-table compile of it gives.
+  ASSERT_EQ(qemb("compile " + c.index + " --tensor model.layers.1.w2.weight --scheme 16a4w --qnn-sdk-version 2.48 -o " +
+                 dir.file("one.qemb"))
+                .exit_code,
+            0);
+  auto picked = qemb("run " + art + " --table model.layers.1.w2.weight --tokens 2,0,1");
+  auto alone = qemb("run " + dir.file("one.qemb") + " --tokens 2,0,1");
+  ASSERT_EQ(picked.exit_code, 0) << picked.out;
+  EXPECT_EQ(picked.out, alone.out);
+  auto none = qemb("run " + art + " --tokens 1");
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_THAT(none.out, HasSubstr("the artifact holds 5 tables (model.embed_tokens.weight, model.layers.1.w0.weight"));
+  EXPECT_THAT(none.out, HasSubstr("choose one with --table NAME"));
+  // --name is for one table only.
+  auto named = qemb("compile " + c.index + " --tensor 'model.layers.1.w*' --name x -o " + dir.file("n.qemb"));
+  EXPECT_NE(named.exit_code, 0);
+  EXPECT_THAT(named.out, HasSubstr("--name names a one-table artifact"));
+  EXPECT_FALSE(fs::exists(dir.file("n.qemb")));
+}
+
+}  // namespace
+}  // namespace qemb
