@@ -13,6 +13,7 @@
 #include <set>
 
 #include "qemb/file.h"
+#include "qemb/json_text.h"
 #include "qemb/strings.h"
 
 namespace qemb {
@@ -25,6 +26,8 @@ std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 
 // An index larger than this is refused (real ones are well under 1 MiB).
 constexpr uint64_t kMaxIndexBytes = 100ull << 20;
+// Deeper JSON in an index or config.json is refused before anything recurses over it.
+constexpr int kMaxIndexDepth = 16;
 constexpr size_t kMaxListed = 20;
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -48,15 +51,6 @@ std::string join_names(const std::vector<std::string>& names) {
   return out;
 }
 
-std::string closest_names(const std::string& wanted, const std::vector<std::string>& names) {
-  std::vector<std::pair<size_t, const std::string*>> ranked;
-  for (const std::string& n : names) ranked.emplace_back(edit_distance(wanted, n), &n);
-  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::string out;
-  for (size_t i = 0; i < ranked.size() && i < 3; ++i) out += (i ? ", " : "") + *ranked[i].second;
-  return out;
-}
-
 bool is_glob(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
 
 Result<std::string> read_small_file(const std::string& path, uint64_t limit) {
@@ -76,8 +70,9 @@ bool config_unties(const std::string& folder) {
   if (folder.empty()) return false;
   auto text = read_small_file((fs::path(folder) / "config.json").string(), 16ull << 20);
   if (!text.ok()) return false;
-  auto config = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (!config.is_object()) return false;
+  JsonProblem problem;
+  const nlohmann::json config = parse_json_strict(*text, kMaxIndexDepth, problem);
+  if (problem.kind != JsonProblem::Kind::kNone || !config.is_object()) return false;
   auto it = config.find("tie_word_embeddings");
   return it != config.end() && it->is_boolean() && !it->get<bool>();
 }
@@ -96,10 +91,10 @@ const char* to_string(CheckpointFormat format) {
 struct Checkpoint::State {
   CheckpointFormat format = CheckpointFormat::kSafetensors;
   std::string path, folder, index_path, file;
-  // Sharded: tensor -> shard file name, in index order.
+  // Sharded: tensor -> shard file name, sorted by tensor name.
   std::vector<std::pair<std::string, std::string>> weight_map;
   std::map<std::string, std::string> shard_of;
-  std::vector<std::string> shards;  // distinct, in index order
+  std::vector<std::string> shards;  // distinct, sorted by name
   std::shared_ptr<const GgufFile> gguf;
   std::mutex mu;  // guards `mapped`
   std::map<std::string, std::shared_ptr<const SafetensorsFile>> mapped;  // by shard file name (or the lone file)
@@ -114,8 +109,19 @@ Status parse_index(Checkpoint::State& s) {
   auto bad = [&](const std::string& what) {
     return make_error(ErrorCode::kParseError, "index " + in_quotes(s.index_path) + ": " + what);
   };
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return bad("not valid JSON");
+  // A real index nests 2 levels (top, weight_map); a tensor listed twice
+  // would have two shards, so repeated keys are refused, not resolved.
+  JsonProblem problem;
+  const nlohmann::json j = parse_json_strict(text, kMaxIndexDepth, problem);
+  switch (problem.kind) {
+    case JsonProblem::Kind::kNone: break;
+    case JsonProblem::Kind::kSyntax: return bad("not valid JSON (" + problem.detail + ")");
+    case JsonProblem::Kind::kTooDeep:
+      return bad("nests JSON deeper than " + std::to_string(kMaxIndexDepth) + " levels");
+    case JsonProblem::Kind::kDuplicateKey:
+      return bad(problem.depth == 2 ? "\"weight_map\" lists " + in_quotes(problem.detail) + " more than once"
+                                    : "repeats the key " + in_quotes(problem.detail));
+  }
   if (!j.is_object()) return bad("the top level must be a JSON object");
   auto wm = j.find("weight_map");
   if (wm == j.end() || !wm->is_object()) return bad("has no \"weight_map\" object (tensor name -> shard file)");
@@ -134,6 +140,7 @@ Status parse_index(Checkpoint::State& s) {
     s.shard_of.emplace(it.key(), shard);
     if (std::find(s.shards.begin(), s.shards.end(), shard) == s.shards.end()) s.shards.push_back(shard);
   }
+  std::sort(s.shards.begin(), s.shards.end());
   for (const std::string& shard : s.shards) {
     std::error_code ec;
     if (!fs::is_regular_file(s.shard_path(shard), ec))
@@ -280,9 +287,8 @@ Result<std::string> Checkpoint::file_of(const std::string& name) const {
     found = s_->mapped.at("")->find(name) != nullptr;
   }
   if (!found) {
-    const std::string closest = closest_names(name, tensor_names());
-    return make_error(ErrorCode::kNotFound, "tensor " + in_quotes(name) + " is not in " + in_quotes(this->file()) +
-                                                (closest.empty() ? "" : "; closest names: " + closest));
+    return make_error(ErrorCode::kNotFound, "no tensor " + in_quotes(name) + " in " + in_quotes(this->file()) + ": " +
+                                                explain_missing_name(name, tensor_names()));
   }
   return file;
 }
@@ -399,9 +405,12 @@ Result<std::vector<std::string>> Checkpoint::select_tables(const std::vector<std
       for (const std::string& n : names)
         if (::fnmatch(spec.c_str(), n.c_str(), 0) == 0) hits.push_back(n);
       std::sort(hits.begin(), hits.end());  // shard order is an accident of how the checkpoint was saved
-      if (hits.empty())
-        return make_error(ErrorCode::kNotFound, "--tensor " + in_quotes(spec) + " matches no tensor of " +
-                                                    in_quotes(file()) + "; tensors: " + join_names(names));
+      // A name may hold glob characters itself; else the pattern matched nothing.
+      if (hits.empty() && std::find(names.begin(), names.end(), spec) == names.end())
+        return make_error(ErrorCode::kNotFound, "no tensor " + in_quotes(spec) + " in " + in_quotes(file()) +
+                                                    " and no name matches it as a pattern: " +
+                                                    explain_missing_name(spec, names));
+      if (hits.empty()) hits.push_back(spec);
     } else {
       hits.push_back(spec);
     }

@@ -90,7 +90,7 @@ TEST(ArtifactRoundTrip, EveryDtypeAndOpComesBackIdentical) {
   for (Verify verify : {Verify::kFull, Verify::kHeader}) {
     auto loaded = load_artifact(path, verify);
     ASSERT_TRUE(loaded.ok()) << loaded.error().to_string();
-    EXPECT_EQ(loaded->format_version, 1u);
+    EXPECT_EQ(loaded->format_version, 2u);  // four outputs: four tables
     EXPECT_EQ(loaded->metadata, test_metadata());
     struct stat st {};
     ASSERT_EQ(::stat(path.c_str(), &st), 0);
@@ -163,7 +163,7 @@ TEST(ArtifactLayout, HeaderTableAndSectionsFollowTheDocument) {
   const std::vector<uint8_t> f = read_bytes(path);
   ASSERT_GE(f.size(), 64u);
   EXPECT_EQ(0, std::memcmp(f.data(), "QEMB\x89\r\n\x1a", 8));
-  EXPECT_EQ(get_u32(f, 8), 1u);                 // format version
+  EXPECT_EQ(get_u32(f, 8), 2u);                 // format version: the graph has several outputs (tables)
   EXPECT_EQ(get_u64(f, 16), f.size());          // file size
   EXPECT_EQ(get_u64(f, 24), 64u);               // table right after the header
   EXPECT_EQ(get_u32(f, 40), 96u);               // entry size
@@ -240,7 +240,7 @@ TEST(ArtifactInspect, DescribeSectionsListsEverySection) {
   auto loaded = load_artifact(path, Verify::kHeader);
   ASSERT_TRUE(loaded.ok());
   const std::string text = describe_sections(*loaded);
-  EXPECT_NE(text.find("format 1, " + std::to_string(loaded->file_size) + " bytes, 10 sections"), std::string::npos)
+  EXPECT_NE(text.find("format 2, " + std::to_string(loaded->file_size) + " bytes, 10 sections"), std::string::npos)
       << text;
   for (const auto& s : loaded->sections) EXPECT_NE(text.find(s.name), std::string::npos) << s.name;
   EXPECT_NE(text.find("META"), std::string::npos);

@@ -751,7 +751,7 @@ TEST_F(BadInput, CommandLineTable) {
        "the artifact has no table 'nope'; its tables: embedding"},
       // -- compile: several tables ---------------------------------------------
       {"--tensor glob matching nothing", nullptr, "", "compile {ckpt} --tensor 'decoder.*' -o {out}",
-       "--tensor 'decoder.*' matches no tensor"},
+       "' and no name matches it as a pattern: the checkpoint has no top-level 'decoder'"},
       {"--tensor naming a 3-D tensor among several", nullptr, "",
        "compile {ckpt} --tensor model.embed_tokens.weight,model.cube -o {out}", "must be 2-D [vocab, dim]"},
       {"--scheme for a tensor not being compiled", nullptr, "",

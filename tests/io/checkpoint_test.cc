@@ -127,6 +127,12 @@ TEST(Checkpoint, BadIndexes) {
   expect_error(Checkpoint::open(index).status(), ErrorCode::kParseError, "shards must be files inside");
   write_text_file(index, "{\"weight_map\": {}}");
   expect_error(Checkpoint::open(index).status(), ErrorCode::kParseError, "\"weight_map\" is empty");
+  write_text_file(index, "{\"weight_map\": {\"a\": \"x.safetensors\", \"a\": \"y.safetensors\"}}");
+  expect_error(Checkpoint::open(index).status(), ErrorCode::kParseError, "\"weight_map\" lists 'a' more than once");
+  write_text_file(index, "{\"weight_map\": {\"a\": \"x.safetensors\"}, \"weight_map\": {}}");
+  expect_error(Checkpoint::open(index).status(), ErrorCode::kParseError, "repeats the key 'weight_map'");
+  write_text_file(index, std::string(100000, '[') + std::string(100000, ']'));
+  expect_error(Checkpoint::open(index).status(), ErrorCode::kParseError, "nests JSON deeper than 16 levels");
   expect_error(Checkpoint::open(dir.file("nope")).status(), ErrorCode::kNotFound, "No such file or directory");
 }
 
@@ -190,9 +196,9 @@ TEST(Checkpoint, SelectTablesByNamesAndGlobs) {
   ASSERT_TRUE(detected.ok());
   EXPECT_EQ(*detected, std::vector<std::string>{kShardedEmbedding});
   expect_error(ckpt->select_tables({"decoder.*"}).status(), ErrorCode::kNotFound,
-               "--tensor 'decoder.*' matches no tensor");
+               "no tensor 'decoder.*' in '" + c.index + "' and no name matches it as a pattern: ");
   expect_error(ckpt->select_tables({"model.embed_token.weight"}).status(), ErrorCode::kNotFound,
-               "closest names: model.embed_tokens.weight");
+               "'model' has no member 'embed_token'; closest existing names: 'model.embed_tokens', 'model.layers'");
 }
 
 }  // namespace
