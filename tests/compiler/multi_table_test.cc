@@ -9,6 +9,7 @@
 
 #include "qemb/compiler.h"
 #include "qemb/embedding_bag.h"
+#include "qemb/half.h"
 #include "qemb/inspect.h"
 #include "qemb/runtime.h"
 #include "support/checkpoints.h"
@@ -117,6 +118,15 @@ TEST(MultiTable, TwentyTablesEachServeWhatTheyServeAlone) {
     EXPECT_EQ(all_rows<uint16_t>(**single), all_rows<uint16_t>(t));
     const auto a = all_rows<float>(**single), b = all_rows<float>(t);
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+    // Half outputs of a table are its float32 values rounded, as for one table.
+    std::vector<int64_t> ids(static_cast<size_t>(t.vocab_size()));
+    std::iota(ids.rbegin(), ids.rend(), 0);
+    for (FloatDtype dtype : {FloatDtype::kF16, FloatDtype::kBF16}) {
+      std::vector<uint16_t> half(b.size());
+      ASSERT_TRUE(t.lookup_dequantized(ids, dtype, half.data()).ok());
+      for (size_t k = 0; k < b.size(); ++k)
+        ASSERT_EQ(half[k], dtype == FloatDtype::kF16 ? float_to_f16(b[k]) : float_to_bf16(b[k])) << k;
+    }
   }
   // The calls without a table act on the first.
   EXPECT_EQ((*rt)->vocab_size(), all[0].rows);
