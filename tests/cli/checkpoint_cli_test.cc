@@ -38,6 +38,28 @@ TEST(CheckpointCli, ShardedFolderCompilesAndFakequantsIntoAFolder) {
   EXPECT_EQ(read_bytes(dir.file("fq/model.safetensors.index.json")), read_bytes(c.index));
 }
 
+TEST(CheckpointCli, ExportOnnxReadsShardedFoldersAndGguf) {
+  TempDir dir;
+  ShardedCheckpoint c = write_sharded_checkpoint(dir.file("ckpt"));
+  auto r = qemb("export-onnx " + c.folder + " --qnn-sdk-version 2.48 -o " + dir.file("s.onnx"));
+  if (r.out.find("built without ONNX export") != std::string::npos) GTEST_SKIP() << r.out;
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("checkpoint: 16a4w [96 x 40], optimized pattern"));
+  // The model records where its table came from.
+  const std::vector<uint8_t> model = read_bytes(dir.file("s.onnx"));
+  const std::string text(model.begin(), model.end());
+  EXPECT_THAT(text, HasSubstr("\"file\":\"" + c.folder + "\""));
+  EXPECT_THAT(text, HasSubstr("\"tensor\":\"model.embed_tokens.weight\""));
+
+  const auto table = spread_table(40, 64, 8);
+  ASSERT_TRUE(write_gguf(dir.file("m.gguf"), {{"general.architecture", "llama"}},
+                         {{"token_embd.weight", 8, {40, 64}, gguf_quantize_q8_0(table.data(), table.size())}})
+                  .ok());
+  r = qemb("export-onnx " + dir.file("m.gguf") + " --qnn-sdk-version 2.48 -o " + dir.file("g.onnx"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("checkpoint: 16a4w [40 x 64], optimized pattern"));
+}
+
 TEST(CheckpointCli, EvalOfAQuantizedGgufSaysSo) {
   TempDir dir;
   const auto table = spread_table(40, 64, 8);
