@@ -16,7 +16,8 @@ namespace qemb {
 struct BenchOptions {
   size_t batch = 2048;
   bool cold = false;        // fresh random ids over the whole table every batch
-  bool dequantize = false;  // float32 output
+  bool dequantize = false;  // dequantized output, in out_dtype
+  FloatDtype out_dtype = FloatDtype::kF32;
   double min_seconds = 0.5;  // per measurement
   uint64_t seed = 42;
   size_t hot_set = 1024;  // distinct ids a hot run cycles through
@@ -48,6 +49,7 @@ struct BenchSweep {
   std::string kernel, isa;
   int threads = 1;
   bool dequantize = false;
+  FloatDtype out_dtype = FloatDtype::kF32;
   int64_t vocab = 0, dim = 0;
   size_t row_bytes_read = 0;  // stored bytes a row, what the memcpy gather copies
   std::vector<BenchResult> hot, cold;  // one per batch size, in increasing order

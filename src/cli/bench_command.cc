@@ -10,7 +10,7 @@ namespace qemb::cli {
 
 void add_bench_command(CLI::App& app, Action& run) {
   struct Flags {
-    std::string artifact, verify = "header", report;
+    std::string artifact, verify = "header", report, out_dtype = "f32";
     size_t batch = 2048, pooling = 20;
     int threads = 1;
     bool cold = false, json = false, dequantize = false, bags = false;
@@ -39,7 +39,11 @@ void add_bench_command(CLI::App& app, Action& run) {
       ->excludes(batch)
       ->excludes(bags)
       ->excludes(cold);
-  cmd->add_flag("--dequantize", f->dequantize, "float32 output");
+  CLI::Option* dequantize = cmd->add_flag("--dequantize", f->dequantize, "dequantized output (float32 unless --out-dtype)");
+  cmd->add_option("--out-dtype", f->out_dtype, "dtype of --dequantize output: f32 | f16 | bf16")
+      ->capture_default_str()
+      ->check(parsed_by(parse_float_dtype))
+      ->needs(dequantize);
   cmd->add_option("--seconds", f->seconds, "minimum time per measurement")
       ->check(seconds_rule(kMaxBenchSeconds))
       ->capture_default_str();
@@ -62,6 +66,11 @@ void add_bench_command(CLI::App& app, Action& run) {
       bo.pooling = f->bags ? f->pooling : 0;
       bo.cold = f->cold;
       bo.dequantize = f->dequantize;
+      QEMB_ASSIGN_OR_RETURN(bo.out_dtype, parse_float_dtype(f->out_dtype));
+      const char* output = !f->dequantize                         ? "uint16"
+                           : bo.out_dtype == FloatDtype::kF16  ? "float16"
+                           : bo.out_dtype == FloatDtype::kBF16 ? "bfloat16"
+                                                               : "float32";
       bo.min_seconds = f->seconds;
       if (!f->report.empty()) {
         if (f->report == kStdioPath && f->json)
@@ -78,7 +87,7 @@ void add_bench_command(CLI::App& app, Action& run) {
         }
         std::FILE* out = summary_stream(f->report);
         std::fprintf(out, "kernel:   %s (%d thread%s, %s output)\n", sweep.kernel.c_str(), sweep.threads,
-                     sweep.threads == 1 ? "" : "s", f->dequantize ? "float32" : "uint16");
+                     sweep.threads == 1 ? "" : "s", output);
         std::fprintf(out, "%8s %12s %12s %7s %12s %12s %7s\n", "batch", "hot rows/s", "memcpy", "ratio", "cold rows/s",
                      "memcpy", "ratio");
         for (size_t i = 0; i < sweep.hot.size(); ++i) {
@@ -102,7 +111,7 @@ void add_bench_command(CLI::App& app, Action& run) {
         std::printf("ratio:    %.2fx\n", r.ratio);
       } else {
         std::printf("kernel:   %s (%d thread%s, batch %zu, %s, %s output)\n", r.kernel.c_str(), r.threads,
-                    r.threads == 1 ? "" : "s", r.batch, r.cold ? "cold" : "hot", f->dequantize ? "float32" : "uint16");
+                    r.threads == 1 ? "" : "s", r.batch, r.cold ? "cold" : "hot", output);
         std::printf("kernel:   %.3g rows/s  %.3g GB/s written\n", r.rows_per_s, r.bytes_per_s / 1e9);
         std::printf("memcpy:   %.3g rows/s  %.3g GB/s (gather of the same %zu stored bytes a row)\n",
                     r.baseline_rows_per_s, r.baseline_bytes_per_s / 1e9, r.baseline_row_bytes);

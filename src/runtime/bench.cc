@@ -149,11 +149,13 @@ Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOp
   r.batch = batch;
   r.cold = options.cold;
   r.row_bytes_read = table.row_bytes;
-  r.row_bytes_written = dim * (options.dequantize ? 4 : 2);
+  r.row_bytes_written = dim * (options.dequantize ? float_dtype_size(options.out_dtype) : 2);
   r.baseline_row_bytes = table.row_bytes;
 
-  std::vector<uint16_t> out16(options.dequantize ? 0 : batch * dim);
-  std::vector<float> out32(options.dequantize ? batch * dim : 0);
+  // uint16 activations or half-precision bits; float32.
+  const bool wide = options.dequantize && options.out_dtype == FloatDtype::kF32;
+  std::vector<uint16_t> out16(wide ? 0 : batch * dim);
+  std::vector<float> out32(wide ? batch * dim : 0);
   std::vector<uint8_t> copy(batch * table.row_bytes);
   std::unique_ptr<WorkerPool> pool;
   if (runtime.threads() > 1) pool = std::make_unique<WorkerPool>(runtime.threads());
@@ -184,7 +186,9 @@ Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOp
       t.boundaries = std::span<const int64_t>(offsets);
       s = embedding_bag(t, pooled.data());
     } else {
-      s = options.dequantize ? runtime.lookup_dequantized(span, out32.data()) : runtime.lookup(span, out16.data());
+      if (!options.dequantize) s = runtime.lookup(span, out16.data());
+      else if (wide) s = runtime.lookup_dequantized(span, out32.data());
+      else s = runtime.lookup_dequantized(span, options.out_dtype, out16.data());
     }
     if (!s.ok()) failure = s;
   };

@@ -22,7 +22,7 @@ nlohmann::json BenchSweep::to_json() const {
   for (const BenchResult& r : hot) h.push_back(r.to_json());
   for (const BenchResult& r : cold) c.push_back(r.to_json());
   return {{"artifact", artifact}, {"kernel", kernel}, {"isa", isa},        {"threads", threads},
-          {"dequantize", dequantize}, {"vocab", vocab}, {"dim", dim}, {"row_bytes_read", row_bytes_read},
+          {"dequantize", dequantize}, {"out_dtype", dequantize ? to_string(out_dtype) : "u16"}, {"vocab", vocab}, {"dim", dim}, {"row_bytes_read", row_bytes_read},
           {"hot", h},           {"cold", c}};
 }
 
@@ -37,6 +37,7 @@ Result<BenchSweep> run_bench_sweep(const EmbeddingRuntime& runtime, const BenchO
   sweep.isa = runtime.isa();
   sweep.threads = runtime.threads();
   sweep.dequantize = options.dequantize;
+  sweep.out_dtype = options.out_dtype;
   sweep.vocab = runtime.vocab_size();
   sweep.dim = runtime.dim();
   std::vector<size_t> sorted = batches;
@@ -173,7 +174,7 @@ std::string render_bench_report(const BenchSweep& sweep) {
   h += "<h1>Lookup speed against batch size</h1>\n<p><b>" + escape(sweep.artifact) + "</b>: " +
        std::to_string(sweep.vocab) + " &times; " + std::to_string(sweep.dim) + ", kernel <code>" + escape(sweep.kernel) +
        "</code>, " + std::to_string(sweep.threads) + (sweep.threads == 1 ? " thread" : " threads") + ", " +
-       (sweep.dequantize ? "float32" : "uint16") + " output.</p>\n";
+       (sweep.dequantize ? std::string(to_string(sweep.out_dtype)) : std::string("uint16")) + " output.</p>\n";
   h += "<p class=\"note\">Solid lines: the artifact's kernel. Dashed: a memcpy gather of the same " +
        std::to_string(sweep.row_bytes_read) +
        " stored bytes a row with the same ids, in the same run (the roofline). Hot cycles 1024 ids whose rows stay "

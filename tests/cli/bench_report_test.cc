@@ -111,6 +111,20 @@ TEST_F(BenchReport, CommandWritesThePageAndPrintsTheSweep) {
   EXPECT_EQ(j["cold"][7]["cold"], true);
 }
 
+// Half-precision outputs are measured as the kernels write them: 2 bytes a value.
+TEST_F(BenchReport, BenchMeasuresHalfOutputs) {
+  for (const char* dtype : {"f16", "bf16"}) {
+    auto r = run_command(kQemb + " bench '" + art_ + "' --seconds 0.002 --dequantize --out-dtype " + dtype + " --json");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["row_bytes_written"], 2 * 24) << dtype;
+    EXPECT_GT(j["rows_per_s"].get<double>(), 0.0);
+  }
+  auto r = run_command(kQemb + " bench '" + art_ + "' --seconds 0.002 --dequantize --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["row_bytes_written"], 4 * 24);
+}
+
 // Renders the page in headless Chromium, isolated from the network and from
 // any profile.
 TEST_F(BenchReport, RendersInChromium) {
