@@ -87,7 +87,11 @@ Status embedding_bags(std::span<const TableBags> tables, BagOutputType type, uin
 
 // The pooled kernel a runtime uses with its instruction set, e.g.
 // "requant_bag_s4_i64[AVX3]" (int64 ids), or "reference_interpreter".
-std::string bag_kernel_name(const EmbeddingRuntime& runtime);
+std::string bag_kernel_name(const EmbeddingRuntime& runtime);  // its first table's
+std::string bag_kernel_name(const EmbeddingTable& table);
+
+// The table a TableBags pools: embedding_table, else table's first.
+const EmbeddingTable* bag_table(const TableBags& bags);
 
 // One table: out[B][D].
 inline Status embedding_bag(const TableBags& bags, float* out) {

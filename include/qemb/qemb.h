@@ -136,26 +136,37 @@ typedef struct qemb_bags {
   qemb_pool_mode mode;
   int has_padding_idx; /* non-zero: ids equal to padding_idx add nothing and do not count */
   int64_t padding_idx; /* a row; negative counts from the end */
-  const char* name;    /* for error messages; NULL: "table <index in the call>" */
+  const char* name;    /* for error messages; NULL: the table's name when `table` is set */
+  const char* table;   /* the artifact's table of that name; NULL: its first (only) table */
 } qemb_bags;
 
 /* All zero: no arrays, int64 ids and boundaries, B + 1 offsets, sum, no
- * weights, no padding id. */
+ * weights, no padding id, the first table. */
 qemb_bags qemb_bags_default(void);
 
 /* The number of bags B that `bags` describes (not yet checked against its ids). */
 qemb_status qemb_bag_count(const qemb_bags* bags, size_t* count, char* err, size_t err_size);
 
+/* An artifact holds one table or several, each with its own name, shape and
+ * kernel; table `index` < qemb_runtime_table_count. A bad index gives NULL,
+ * 0. The name is owned by the runtime. */
+size_t qemb_runtime_table_count(const qemb_runtime* runtime);
+const char* qemb_runtime_table_name(const qemb_runtime* runtime, size_t index);
+int64_t qemb_runtime_table_vocab_size(const qemb_runtime* runtime, size_t index);
+int64_t qemb_runtime_table_dim(const qemb_runtime* runtime, size_t index);
+
 /* The bag kernel a runtime uses, e.g. "requant_bag_s4_i64[AVX2]" (for int64
  * ids); owned by the runtime. */
 const char* qemb_runtime_bag_kernel(const qemb_runtime* runtime);
 
-/* Pools `num_tables` tables into out[B * sum D_t] (row-major). out_count is
+/* Pools `num_tables` tables (of one artifact or several) into
+ * out[B * sum D_t] (row-major). out_count is
  * the number of values `out` holds; it must be at least B * sum D_t. Every
  * table must describe the same B. Everything is checked first (boundaries,
  * weights, padding id, every id); on an error nothing is written and the
  * message names the table, and for an id its bag, position and value
- * (QEMB_OUT_OF_RANGE); other bad input is QEMB_INVALID_ARGUMENT. Runs on
+ * (QEMB_OUT_OF_RANGE); a `table` the artifact lacks is QEMB_NOT_FOUND
+ * listing its tables; other bad input is QEMB_INVALID_ARGUMENT. Runs on
  * the threads of tables[0].runtime. */
 qemb_status qemb_embedding_bags(const qemb_bags* tables, size_t num_tables, float* out, size_t out_count,
                                 char* err, size_t err_size);

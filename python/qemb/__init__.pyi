@@ -82,17 +82,22 @@ class Runtime:
     def describe(self) -> dict[str, Any]:
         """The fields of `qemb inspect --json`."""
     @property
+    def tables(self) -> list[dict[str, Any]]:
+        """The artifact's tables, in order: [{'name', 'vocab_size', 'dim'}, ...]."""
+    @property
     def bag_kernel(self) -> str:
         """The pooled kernel for int64 ids, e.g. 'requant_bag_s4_i64[AVX2]'."""
     def embedding_bag(self, ids: _Ids, offsets: Optional[_Ids] = None, *, include_last_offset: bool = False,
                       lengths: Optional[_Ids] = None, per_sample_weights: Optional[_Weights] = None,
-                      mode: _PoolMode = "sum", padding_idx: Optional[int] = None, dtype: _BagDType = "f32",
+                      mode: _PoolMode = "sum", padding_idx: Optional[int] = None, table: Optional[str] = None,
+                      dtype: _BagDType = "f32",
                       out: Optional[npt.NDArray[Any]] = None) -> npt.NDArray[Any]:
         """Pooled rows [B, dim] (nn.EmbeddingBag): float32, float16, or bfloat16 bits as uint16."""
 
 class _BagTable(TypedDict, total=False):
     runtime: Runtime  # required
     ids: _Ids  # required
+    table: str
     offsets: _Ids
     include_last_offset: bool
     lengths: _Ids

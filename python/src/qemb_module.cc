@@ -266,6 +266,18 @@ class Runtime {
   py::object describe() const { return json_to_py(describe_artifact(*rt_)); }
   const EmbeddingRuntime& runtime() const { return *rt_; }
   std::string bag_kernel() const { return bag_kernel_name(*rt_); }
+  py::list tables() const {
+    py::list out;
+    for (size_t i = 0; i < rt_->table_count(); ++i) {
+      const EmbeddingTable& t = rt_->table(i);
+      py::dict d;
+      d["name"] = t.name();
+      d["vocab_size"] = t.vocab_size();
+      d["dim"] = t.dim();
+      out.append(d);
+    }
+    return out;
+  }
   int64_t vocab_size() const { return rt_->vocab_size(); }
   int64_t dim() const { return rt_->dim(); }
   py::tuple activation() const { return py::make_tuple(rt_->activation().scale, rt_->activation().offset()); }
@@ -339,11 +351,16 @@ struct BagSpec {
 void fill_bag_spec(BagSpec& spec, const Runtime& rt, const std::string& label, const py::handle& ids,
                    const py::object& offsets, bool include_last_offset, const py::object& lengths,
                    const py::object& per_sample_weights, const std::string& mode,
-                   const std::optional<int64_t>& padding_idx) {
+                   const std::optional<int64_t>& padding_idx, const std::optional<std::string>& table) {
   const std::string where = label.empty() ? "" : label + ": ";
   auto fail = [&](const std::string& message) { throw_error(ErrorCode::kInvalidArgument, where + message); };
-  spec.ids = as_ids(ids);
   spec.bags.table = &rt.runtime();
+  if (table) {
+    Result<const EmbeddingTable*> found = rt.runtime().find_table(*table);
+    if (!found.ok()) throw_error(found.error().code, where + found.error().message);
+    spec.bags.embedding_table = *found;
+  }
+  spec.ids = as_ids(ids);
   spec.bags.indices = int_span(spec.ids);
   const size_t ndim = spec.ids.shape.size();
   if (!offsets.is_none() && !lengths.is_none()) fail("give offsets= or lengths=, not both");
@@ -390,7 +407,7 @@ void fill_bag_spec(BagSpec& spec, const Runtime& rt, const std::string& label, c
   }
   spec.bags.mode = take(parse_pool_mode(mode));
   spec.bags.padding_idx = padding_idx;
-  spec.bags.name = label;
+  spec.bags.name = table.value_or("");
 }
 
 BagOutputType bag_output_type(const std::string& name) {
@@ -409,8 +426,9 @@ py::array pool_specs(std::vector<BagSpec>& specs, const std::string& dtype, cons
   size_t total_dim = 0, total_values = 0;
   for (const BagSpec& s : specs) {
     tables.push_back(s.bags);
-    total_dim += static_cast<size_t>(s.bags.table->dim());
-    total_values += s.ids.count * static_cast<size_t>(s.bags.table->dim());
+    const auto dim = static_cast<size_t>(bag_table(s.bags)->dim());
+    total_dim += dim;
+    total_values += s.ids.count * dim;
   }
   size_t batch = 0;
   if (!tables.empty()) {
@@ -463,17 +481,17 @@ py::array pool_specs(std::vector<BagSpec>& specs, const std::string& dtype, cons
 py::array runtime_embedding_bag(const Runtime& rt, const py::handle& ids, const py::object& offsets,
                                 bool include_last_offset, const py::object& lengths,
                                 const py::object& per_sample_weights, const std::string& mode,
-                                const std::optional<int64_t>& padding_idx, const std::string& dtype,
-                                const py::object& out) {
+                                const std::optional<int64_t>& padding_idx, const std::optional<std::string>& table,
+                                const std::string& dtype, const py::object& out) {
   std::vector<BagSpec> specs(1);
   fill_bag_spec(specs[0], rt, "", ids, offsets, include_last_offset, lengths, per_sample_weights, mode,
-                padding_idx);
+                padding_idx, table);
   return pool_specs(specs, dtype, out);
 }
 
 // qemb.embedding_bags([{"runtime": rt, "ids": ..., "offsets": ...}, ...]).
 py::array embedding_bags_of(const py::list& tables, const std::string& dtype, const py::object& out) {
-  static const char* const kKeys[] = {"runtime", "ids", "offsets", "include_last_offset", "lengths",
+  static const char* const kKeys[] = {"runtime", "table", "ids", "offsets", "include_last_offset", "lengths",
                                       "per_sample_weights", "mode", "padding_idx", "name"};
   if (tables.size() == 0) throw_error(ErrorCode::kInvalidArgument, "no tables to pool");
   std::vector<BagSpec> specs(tables.size());
@@ -489,7 +507,7 @@ py::array embedding_bags_of(const py::list& tables, const std::string& dtype, co
       if (std::none_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; }))
         throw_error(ErrorCode::kInvalidArgument,
                     at + " has an unknown key '" + key +
-                        "'; the keys are runtime, ids, offsets, include_last_offset, lengths, "
+                        "'; the keys are runtime, table, ids, offsets, include_last_offset, lengths, "
                         "per_sample_weights, mode, padding_idx, name");
     }
     auto get = [&](const char* key) { return d.contains(key) ? py::object(d[key]) : py::object(py::none()); };
@@ -498,13 +516,16 @@ py::array embedding_bags_of(const py::list& tables, const std::string& dtype, co
       throw_error(ErrorCode::kInvalidArgument, at + "['runtime'] must be a qemb.Runtime");
     if (!d.contains("ids")) throw_error(ErrorCode::kInvalidArgument, at + " has no 'ids'");
     const py::object mode = get("mode"), pad = get("padding_idx"), ilo = get("include_last_offset"),
-                     name = get("name");
+                     table = get("table");
+    // Messages name the table by `name`, else by the artifact's table name.
+    const py::object name = get("name").is_none() ? table : get("name");
     std::string label = name.is_none() ? "table " + std::to_string(t) : "table " + std::to_string(t) + " ('" +
                                                                             py::str(name).cast<std::string>() + "')";
     fill_bag_spec(specs[t], rt.cast<const Runtime&>(), label, d["ids"], get("offsets"),
                   ilo.is_none() ? false : ilo.cast<bool>(), get("lengths"), get("per_sample_weights"),
                   mode.is_none() ? "sum" : mode.cast<std::string>(),
-                  pad.is_none() ? std::nullopt : std::optional<int64_t>(pad.cast<int64_t>()));
+                  pad.is_none() ? std::nullopt : std::optional<int64_t>(pad.cast<int64_t>()),
+                  table.is_none() ? std::nullopt : std::optional<std::string>(py::str(table).cast<std::string>()));
     specs[t].bags.name = name.is_none() ? "" : py::str(name).cast<std::string>();
   }
   return pool_specs(specs, dtype, out);
@@ -777,11 +798,14 @@ dtype  "f32" (float32, the default), "f16" (numpy.float16) or "bf16"
        halves are the float32 y rounded to nearest even
 Same rules for ids and out (of that dtype) as lookup().)doc")
       .def("describe", &Runtime::describe, "The artifact's description: the fields of `qemb inspect --json`.")
+      .def_property_readonly("tables", &Runtime::tables,
+                             "The artifact's tables, in order: [{'name', 'vocab_size', 'dim'}, ...].")
       .def_property_readonly("bag_kernel", &Runtime::bag_kernel,
                              "The pooled kernel for int64 ids, e.g. 'requant_bag_s4_i64[AVX2]'.")
       .def("embedding_bag", &runtime_embedding_bag, arg("ids"), arg("offsets") = py::none(), py::kw_only(),
            arg("include_last_offset") = false, arg("lengths") = py::none(), arg("per_sample_weights") = py::none(),
-           arg("mode") = "sum", arg("padding_idx") = py::none(), arg("dtype") = "f32", arg("out") = py::none(),
+           arg("mode") = "sum", arg("padding_idx") = py::none(), arg("table") = py::none(), arg("dtype") = "f32",
+           arg("out") = py::none(),
            R"doc(Pooled lookup (nn.EmbeddingBag): each bag's dequantized rows reduced to one row.
 
 ids                  1-D ids split by offsets= or lengths=, or 2-D [B, L]: B bags of L ids
@@ -791,6 +815,7 @@ lengths              B bag lengths, instead of offsets
 per_sample_weights   one float per id, the shape of ids (mode "sum" only)
 mode                 "sum" or "mean" (an empty bag gives 0)
 padding_idx          ids equal to it add nothing and do not count (negative: from the end)
+table                the artifact's table of that name (see tables); default its first (only) one
 dtype                "f32" (float32), "f16" (numpy.float16) or "bf16" (bfloat16 bit
                      patterns as uint16), the halves rounded once from float32
 out                  optional array of shape (B, dim) and that dtype, written in place
@@ -811,8 +836,10 @@ bag, position and value) and writes nothing.)doc")
 each table's columns after those of the tables before it.
 
 tables  a list of dicts, one per table: runtime (a qemb.Runtime), ids, and the
-        other arguments of Runtime.embedding_bag (offsets, include_last_offset,
-        lengths, per_sample_weights, mode, padding_idx), plus name (for messages)
+        other arguments of Runtime.embedding_bag (table, offsets,
+        include_last_offset, lengths, per_sample_weights, mode, padding_idx),
+        plus name (for messages; default the table's name). The tables of one
+        multi-table artifact are the same runtime with different table=
 dtype, out as for Runtime.embedding_bag. Every table needs the same number of bags.)doc");
   m.def("compile", &compile, arg("source"), py::kw_only(), arg("tensor") = py::none(), arg("scheme") = "16a4w",
         arg("pattern") = "auto", arg("qnn_sdk_version") = py::none(), arg("calibration_tokens") = py::none(),

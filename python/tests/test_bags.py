@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import qemb
-from conftest import MODES, PATTERNS, SCHEMES, artifact_for, make_table, pool_reference, run_cli
+from conftest import MODES, PATTERNS, SCHEMES, artifact_for, make_table, pool_reference, run_cli, write_safetensors
 
 # 5 bags over 12 ids: [0,3) [3,3) [3,8) [8,9) [9,12); id 7 repeats, 0 is a padding candidate.
 IDS = np.array([3, 7, 0, 511, 7, 7, 0, 42, 300, 1, 0, 255], dtype=np.int64)
@@ -195,3 +195,54 @@ def test_bad_ids(rt):
 
 def test_bag_kernel(rt):
     assert rt.bag_kernel == "requant_bag_s4_i64[" + rt.isa + "]"
+
+
+def test_tables_of_one_artifact(tmp):
+    """A multi-table artifact: tables of different dims and schemes pooled in
+    one call into [B, sum D], each table's columns at its offset, equal to the
+    same table compiled alone."""
+    specs = [("user.weight", make_table(rows=50, dim=24, seed=11), "16a4w"),
+             ("item.weight", make_table(rows=70, dim=8, seed=12), "16a8w"),
+             ("ctx.weight", make_table(rows=20, dim=33, seed=13), "16a4w")]
+    ckpt = os.path.join(tmp, "tables.safetensors")
+    write_safetensors(ckpt, {name: ("F32", table) for name, table, _ in specs})
+    names = [name for name, _, _ in specs]
+    run_cli("compile", ckpt, "--tensor", ",".join(names), "--scheme", "16a4w", "--scheme", "item.weight=16a8w",
+            "--mode", "fused", "--qnn-sdk-version", "2.48", "--quiet", "-o", os.path.join(tmp, "multi.qemb"))
+    multi = qemb.Runtime(os.path.join(tmp, "multi.qemb"))
+    assert multi.tables == [dict(name=n, vocab_size=t.shape[0], dim=t.shape[1]) for n, t, _ in specs]
+    singles = {}
+    for name, _, scheme in specs:
+        path = os.path.join(tmp, name + ".qemb")
+        run_cli("compile", ckpt, "--tensor", name, "--scheme", scheme, "--mode", "fused", "--qnn-sdk-version", "2.48",
+                "--quiet", "-o", path)
+        singles[name] = qemb.Runtime(path)
+    ids = np.array([0, 19, 3, 3, 7, 19, 1], dtype=np.int64)
+    offsets = np.array([0, 2, 2, 7])
+    w = np.linspace(-1.5, 2.0, len(ids), dtype=np.float32)
+    order = ["ctx.weight", "user.weight", "item.weight"]  # the call's order, not the artifact's
+    modes = {"ctx.weight": dict(mode="mean", padding_idx=3), "user.weight": dict(per_sample_weights=w),
+             "item.weight": {}}
+    got = qemb.embedding_bags([dict(runtime=multi, table=n, ids=ids, offsets=offsets, include_last_offset=True,
+                                    **modes[n]) for n in order])
+    assert got.shape == (3, 33 + 24 + 8)
+    col = 0
+    for n in order:
+        single = singles[n]
+        want = single.embedding_bag(ids, offsets, include_last_offset=True, **modes[n])
+        assert got[:, col:col + single.dim].tobytes() == want.tobytes(), n
+        ref = dict(weights=w) if n == "user.weight" else dict(modes[n])
+        assert want.tobytes() == pool_reference(single.lookup_dequantized(ids), ids, offsets, **ref).tobytes(), n
+        assert multi.embedding_bag(ids, offsets, include_last_offset=True, table=n, **modes[n]).tobytes() == \
+            want.tobytes(), n
+        col += single.dim
+    # The first table by default; an unknown table lists the artifact's tables.
+    assert multi.embedding_bag(ids, offsets[:-1]).tobytes() == singles["user.weight"].embedding_bag(
+        ids, offsets[:-1]).tobytes()
+    with pytest.raises(qemb.NotFound, match=r"^table 1 \('nope'\): the artifact has no table 'nope'; its tables: "
+                                            r"user.weight, item.weight, ctx.weight$"):
+        qemb.embedding_bags([dict(runtime=multi, ids=ids, offsets=offsets[:-1]),
+                             dict(runtime=multi, table="nope", ids=ids, offsets=offsets[:-1])])
+    with pytest.raises(qemb.IdOutOfRange, match=r"^table 0 \('ctx.weight'\): id 20 at position 1 \(bag 0\) is past "
+                                                r"the last row; ids must be in \[0, 20\)$"):
+        multi.embedding_bag([0, 20], [0], table="ctx.weight")

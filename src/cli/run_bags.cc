@@ -116,7 +116,7 @@ Status run_bags(const std::string& artifact, const std::string& tokens, const st
                                                   static_cast<size_t>(weights->num_elements()));
   }
   QEMB_ASSIGN_OR_RETURN(size_t bags, bag_count(t));
-  const int64_t dim = rt->dim();
+  const int64_t dim = table->dim();  // the chosen table's, not the first's
   std::vector<float> pooled(bags * static_cast<size_t>(dim));
   QEMB_RETURN_IF_ERROR(embedding_bag(t, pooled.data()));
   if (!out.empty()) return write_npy_f32(out, pooled.data(), static_cast<int64_t>(bags), dim);

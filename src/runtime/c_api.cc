@@ -80,8 +80,10 @@ int enum_value(const Enum& e) {
 
 std::string field(size_t t, const char* name) { return "tables[" + std::to_string(t) + "]." + name; }
 
-// The library's view of tables[t], or the message saying what is wrong.
-bool to_table_bags(const qemb_bags& c, size_t t, qemb::TableBags& out, std::string& why) {
+// The library's view of tables[t], or the status and message saying what is wrong.
+bool to_table_bags(const qemb_bags& c, size_t t, qemb::TableBags& out, std::string& why,
+                   qemb_status* status = nullptr) {
+  if (status) *status = QEMB_INVALID_ARGUMENT;
   if (c.runtime == nullptr) {
     why = field(t, "runtime") + " is NULL";
     return false;
@@ -115,6 +117,16 @@ bool to_table_bags(const qemb_bags& c, size_t t, qemb::TableBags& out, std::stri
     return false;
   }
   out.table = c.runtime->rt.get();
+  if (c.table != nullptr) {
+    auto found = c.runtime->rt->find_table(c.table);
+    if (!found.ok()) {
+      why = field(t, "table") + ": " + found.error().message;
+      if (status) *status = QEMB_NOT_FOUND;
+      return false;
+    }
+    out.embedding_table = *found;
+    out.name = c.table;
+  }
   if (c.name != nullptr) out.name = c.name;
   if (ids_type == QEMB_INT32) {
     out.indices = std::span<const int32_t>(static_cast<const int32_t*>(c.indices), c.num_indices);
@@ -145,8 +157,9 @@ qemb_status bags(const qemb_bags* tables, size_t num_tables, qemb::BagOutputType
     std::string why;
     size_t total_dim = 0;
     for (size_t t = 0; t < num_tables; ++t) {
-      if (!to_table_bags(tables[t], t, list[t], why)) return fail(QEMB_INVALID_ARGUMENT, why, err, err_size);
-      total_dim += static_cast<size_t>(tables[t].runtime->rt->dim());
+      qemb_status status = QEMB_OK;
+      if (!to_table_bags(tables[t], t, list[t], why, &status)) return fail(status, why, err, err_size);
+      total_dim += static_cast<size_t>(qemb::bag_table(list[t])->dim());
     }
     if (num_tables > 0) {
       auto count = qemb::bag_count(list[0]);
@@ -297,7 +310,8 @@ qemb_status qemb_bag_count(const qemb_bags* bags, size_t* count, char* err, size
   try {
     qemb::TableBags t;
     std::string why;
-    if (!to_table_bags(*bags, 0, t, why)) return fail(QEMB_INVALID_ARGUMENT, why, err, err_size);
+    qemb_status status = QEMB_OK;
+    if (!to_table_bags(*bags, 0, t, why, &status)) return fail(status, why, err, err_size);
     auto n = qemb::bag_count(t);
     if (!n.ok()) return report(n.status(), err, err_size);
     *count = *n;
@@ -306,6 +320,17 @@ qemb_status qemb_bag_count(const qemb_bags* bags, size_t* count, char* err, size
   } catch (const std::exception& e) {
     return fail(QEMB_INTERNAL, e.what(), err, err_size);
   }
+}
+
+size_t qemb_runtime_table_count(const qemb_runtime* runtime) { return runtime ? runtime->rt->table_count() : 0; }
+const char* qemb_runtime_table_name(const qemb_runtime* runtime, size_t index) {
+  return runtime && index < runtime->rt->table_count() ? runtime->rt->table(index).name().c_str() : nullptr;
+}
+int64_t qemb_runtime_table_vocab_size(const qemb_runtime* runtime, size_t index) {
+  return runtime && index < runtime->rt->table_count() ? runtime->rt->table(index).vocab_size() : 0;
+}
+int64_t qemb_runtime_table_dim(const qemb_runtime* runtime, size_t index) {
+  return runtime && index < runtime->rt->table_count() ? runtime->rt->table(index).dim() : 0;
 }
 
 const char* qemb_runtime_bag_kernel(const qemb_runtime* runtime) { return runtime ? runtime->bag_kernel.c_str() : ""; }

@@ -347,8 +347,15 @@ Status pool_tables(std::span<const TableBags> tables, float* out32, uint16_t* ou
 
 }  // namespace
 
-std::string bag_kernel_name(const EmbeddingRuntime& runtime) {
-  const EmbeddingTable::Impl& impl = table_impl(runtime.table(0));
+std::string bag_kernel_name(const EmbeddingRuntime& runtime) { return bag_kernel_name(runtime.table(0)); }
+
+const EmbeddingTable* bag_table(const TableBags& bags) {
+  if (bags.embedding_table != nullptr) return bags.embedding_table;
+  return bags.table != nullptr ? &bags.table->table(0) : nullptr;
+}
+
+std::string bag_kernel_name(const EmbeddingTable& table) {
+  const EmbeddingTable::Impl& impl = table_impl(table);
   if (impl.plan.kind == ExecutionPlan::Kind::kInterpreted) return "reference_interpreter";
   GatherKernel k = GatherKernel::bag_u16_i64;
   if (impl.plan.kind == ExecutionPlan::Kind::kRequant) {

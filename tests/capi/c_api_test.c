@@ -5,7 +5,11 @@
  * threads sharing one runtime each get their own result and message.
  *
  *   c_api_test ART EXPECTED_U16.npy VOCAB ID...
- * EXPECTED_U16.npy is `qemb run ART --tokens ID,... -o` (uint16 [N, D]). */
+ * EXPECTED_U16.npy is `qemb run ART --tokens ID,... -o` (uint16 [N, D]).
+ *   c_api_test --tables MULTI.qemb NAME=SINGLE.qemb...
+ * pools the named tables of the multi-table artifact in one call and checks
+ * each table's columns against the same bags pooled from the artifact of
+ * that table alone. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -366,6 +370,107 @@ static void check_bags(const qemb_runtime* rt, const int64_t* ids64, const int32
   free(weights);
 }
 
+/* Table-batched bags over the tables of one artifact: [B, sum D_t], table t's
+ * columns at its offset, each equal to its single-table artifact's bags. */
+static int check_tables(int argc, char** argv) {
+  const char* multi_path = argv[2];
+  const int t_count = argc - 3;
+  qemb_runtime* multi = NULL;
+  qemb_runtime* singles[8];
+  qemb_bags bags[8];
+  char err[256], want_err[512];
+  const int64_t ids[7] = {0, 5, 63, 5, 1, 2, 63};
+  const int64_t offsets[4] = {0, 3, 3, 7}; /* 3 bags, one empty */
+  size_t width = 0, col, i;
+  int t;
+  float* got;
+  float* one;
+  if (t_count < 2 || t_count > 8) return 2;
+  CHECK(qemb_runtime_open(multi_path, NULL, &multi, err, sizeof err) == QEMB_OK);
+  if (multi == NULL) return 1;
+  CHECK(qemb_runtime_table_count(multi) == (size_t)t_count);
+  CHECK(qemb_runtime_table_name(multi, (size_t)t_count) == NULL);
+  CHECK(qemb_runtime_table_dim(multi, (size_t)t_count) == 0);
+  for (t = 0; t < t_count; ++t) {
+    char* eq = strchr(argv[3 + t], '=');
+    if (eq == NULL) return 2;
+    *eq = '\0';
+    CHECK(qemb_runtime_open(eq + 1, NULL, &singles[t], err, sizeof err) == QEMB_OK);
+    CHECK_STR(qemb_runtime_table_name(multi, (size_t)t), argv[3 + t]);
+    CHECK(qemb_runtime_table_dim(multi, (size_t)t) == qemb_runtime_dim(singles[t]));
+    CHECK(qemb_runtime_table_vocab_size(multi, (size_t)t) == qemb_runtime_vocab_size(singles[t]));
+    bags[t] = qemb_bags_default();
+    bags[t].runtime = multi;
+    bags[t].table = argv[3 + t];
+    bags[t].indices = ids;
+    bags[t].num_indices = 7;
+    bags[t].boundaries = offsets;
+    bags[t].num_boundaries = 4;
+    bags[t].mode = t % 2 ? QEMB_POOL_MEAN : QEMB_POOL_SUM;
+    width += (size_t)qemb_runtime_dim(singles[t]);
+  }
+  got = malloc(3 * width * sizeof *got);
+  one = malloc(3 * width * sizeof *one);
+  /* In reverse order: the columns follow the call's tables, not the artifact's. */
+  {
+    qemb_bags reversed[8];
+    for (t = 0; t < t_count; ++t) reversed[t] = bags[t_count - 1 - t];
+    CHECK(qemb_embedding_bags(reversed, (size_t)t_count, got, 3 * width, err, sizeof err) == QEMB_OK);
+    CHECK_STR(err, "");
+  }
+  col = width;
+  for (t = 0; t < t_count; ++t) {
+    const size_t d = (size_t)qemb_runtime_dim(singles[t]);
+    qemb_bags single = bags[t];
+    size_t b;
+    single.runtime = singles[t];
+    single.table = NULL;
+    col -= d; /* table t sits at the offset of the tables after it in the artifact */
+    CHECK(qemb_embedding_bags(&single, 1, one, 3 * d, err, sizeof err) == QEMB_OK);
+    for (b = 0; b < 3; ++b) CHECK(memcmp(got + b * width + col, one + b * d, d * sizeof(float)) == 0);
+  }
+  /* A table the artifact lacks: NOT_FOUND, naming its tables; an id out of one
+   * table's range names that table. */
+  bags[1].table = "no_such_table";
+  CHECK(qemb_embedding_bags(bags, (size_t)t_count, got, 3 * width, err, sizeof err) == QEMB_NOT_FOUND);
+  snprintf(want_err, sizeof want_err, "tables[1].table: the artifact has no table 'no_such_table'; its tables: %s",
+           qemb_runtime_table_name(multi, 0));
+  for (t = 1; t < t_count; ++t) {
+    strcat(want_err, ", ");
+    strcat(want_err, qemb_runtime_table_name(multi, (size_t)t));
+  }
+  CHECK_STR(err, want_err);
+  bags[1].table = argv[4];
+  {
+    const int64_t bad_ids[7] = {0, 5, 64, 5, 1, 2, 63};
+    int small = -1;
+    for (t = 0; t < t_count; ++t) {
+      bags[t].indices = bad_ids;
+      if (small < 0 && qemb_runtime_table_vocab_size(multi, (size_t)t) <= 64) small = t;
+    }
+    CHECK(small > 0); /* the test needs a table of at most 64 rows after the first */
+    if (small > 0) {
+      memset(got, 0xAB, 3 * width * sizeof *got);
+      CHECK(qemb_embedding_bags(bags, (size_t)t_count, got, 3 * width, err, sizeof err) == QEMB_OUT_OF_RANGE);
+      snprintf(want_err, sizeof want_err,
+               "table %d ('%s'): id 64 at position 2 (bag 0) is past the last row; ids must be in [0, %lld)", small,
+               argv[3 + small], (long long)qemb_runtime_table_vocab_size(multi, (size_t)small));
+      CHECK_STR(err, want_err);
+      CHECK(all_bytes(got, 3 * width * sizeof *got, 0xAB));
+    }
+  }
+  for (i = 0; i < (size_t)t_count; ++i) qemb_runtime_close(singles[i]);
+  qemb_runtime_close(multi);
+  free(got);
+  free(one);
+  if (failures) {
+    fprintf(stderr, "%d check(s) failed\n", failures);
+    return 1;
+  }
+  printf("c_api_test --tables: all checks passed (%d tables, %zu columns)\n", t_count, width);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const char* art;
   size_t n, dim, count, i;
@@ -381,6 +486,7 @@ int main(int argc, char** argv) {
   qemb_runtime_options options;
   qemb_status s;
 
+  if (argc >= 2 && strcmp(argv[1], "--tables") == 0) return check_tables(argc, argv);
   if (argc < 5) {
     fprintf(stderr, "usage: c_api_test ART EXPECTED_U16.npy VOCAB ID...\n");
     return 2;

@@ -18,3 +18,18 @@ for pattern in optimized:2.48 legacy:2.37; do
     rm -f "$tmp/model.qemb" "$tmp/expected.npy"
   done
 done
+# Three tables of one artifact, each with its own scheme, mode and vocabulary,
+# against each compiled alone.
+tables=(model.embed_tokens.weight lm_head.weight model.layers.0.self_attn.q_proj.weight)
+schemes=(16a4w 16a8w 16a4w)
+modes=(fused materialize fused)
+args=()
+for i in 0 1 2; do
+  "$qemb" compile "$tmp/model.safetensors" --tensor "${tables[i]}" --scheme "${schemes[i]}" --mode "${modes[i]}" \
+    --qnn-sdk-version 2.48 --quiet -o "$tmp/single$i.qemb"
+  args+=("${tables[i]}=single$i.qemb")
+done
+"$qemb" compile "$tmp/model.safetensors" --tensor "$(IFS=,; echo "${tables[*]}")" --scheme 16a4w \
+  --scheme "${tables[1]}=16a8w" --mode fused --mode "${tables[1]}=materialize" --qnn-sdk-version 2.48 --quiet \
+  -o "$tmp/multi.qemb"
+(cd "$tmp" && "$test" --tables multi.qemb "${args[@]}")

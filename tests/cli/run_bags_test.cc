@@ -170,5 +170,65 @@ TEST_F(RunBags, BadWeightsFailAndWriteNothing) {
   }
 }
 
+// --table picks one table of a multi-table artifact; the pooled rows have that
+// table's width (here narrower and wider than the first table's).
+TEST(RunBagsTables, TableOfAMultiTableArtifact) {
+  TempDir dir;
+  const std::string ckpt = dir.file("tables.safetensors");
+  const struct {
+    const char* name;
+    int64_t rows, dim;
+  } tables[] = {{"a.weight", 40, 6}, {"b.weight", 30, 3}, {"c.weight", 20, 21}};
+  std::vector<SafetensorsTensorData> tensors;
+  std::vector<CompileOptions> options;
+  for (const auto& t : tables) {
+    auto values = qemb::testing::spread_table(t.rows, t.dim, 5 + t.rows);
+    std::vector<uint8_t> bytes(values.size() * 4);
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    tensors.push_back({t.name, "F32", {t.rows, t.dim}, bytes});
+    CompileOptions o;
+    o.tensor = o.node_name = t.name;
+    o.qnn_sdk_version = "2.48";
+    o.mode = CompileMode::kFused;
+    o.scheme = t.dim == 3 ? Scheme::k16a8w : Scheme::k16a4w;
+    options.push_back(o);
+  }
+  ASSERT_TRUE(write_safetensors(ckpt, {}, tensors).ok());
+  const std::string art = dir.file("multi.qemb");
+  ASSERT_TRUE(compile_checkpoint_tables(ckpt, options, art).ok());
+  const std::vector<int64_t> ids{3, 19, 0, 7, 7, 12};
+  const std::vector<int64_t> offsets{0, 2, 2, 5, 6};
+  write_vector<int64_t>(dir.file("ids.npy"), "<i8", ids);
+  write_vector<int64_t>(dir.file("offsets.npy"), "<i8", offsets);
+  auto rt = EmbeddingRuntime::load(art);
+  ASSERT_TRUE(rt.ok());
+  for (const auto& t : tables) {
+    SCOPED_TRACE(t.name);
+    TableBags b;
+    b.embedding_table = *(*rt)->find_table(t.name);
+    b.indices = std::span<const int64_t>(ids);
+    b.boundaries = std::span<const int64_t>(offsets);
+    b.mode = PoolMode::kMean;
+    std::vector<float> want(4 * static_cast<size_t>(t.dim));
+    ASSERT_TRUE(embedding_bag(b, want.data()).ok());
+    const std::string out = dir.file(std::string(t.name) + ".npy");
+    auto r = run_command(kQemb + " run " + art + " --table " + t.name + " --tokens-file " + dir.file("ids.npy") +
+                         " --bags " + dir.file("offsets.npy") + " --pool mean -o " + out + " 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    auto a = read_npy(out);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->shape, (std::vector<int64_t>{4, t.dim}));
+    ASSERT_EQ(a->data.size(), want.size() * 4);
+    EXPECT_EQ(std::memcmp(a->data.data(), want.data(), a->data.size()), 0);
+  }
+  auto r = run_command(kQemb + " run " + art + " --tokens-file " + dir.file("ids.npy") + " --bags " +
+                       dir.file("offsets.npy") + " -o " + dir.file("never.npy") + " 2>&1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("the artifact holds 3 tables (a.weight, b.weight, c.weight); choose one with --table NAME"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("never.npy")));
+}
+
 }  // namespace
 }  // namespace qemb
