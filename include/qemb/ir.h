@@ -74,6 +74,31 @@ class ViewBuffer final : public Buffer {
   size_t size_;
 };
 
+// Every storage format qemb knows, ggml-style: code asks this table for a
+// format's width, row bytes, range and element access instead of testing
+// bitwidths, so a format is added in one place, and anything not in the table
+// (say SFIXED_POINT_8 at 2 bits) is refused where it is read.
+struct StorageFormat {
+  DataType dtype;
+  int bits;                // per value
+  int block;               // values stored together (two 4-bit nibbles share a byte)
+  int32_t qmin, qmax;      // the values quantization produces (weights: the contract's symmetric +-qmax)
+  const char* name;        // "int4", "int8", "uint16", "float32", "int32"
+
+  // Bytes one row of `dim` values occupies: ceil(dim * bits / 8).
+  size_t row_bytes(int64_t dim) const {
+    return (static_cast<size_t>(dim) * static_cast<size_t>(bits) + 7) / 8;
+  }
+  int32_t load(const uint8_t* row, int64_t col) const;  // the raw value (float32 as its bits)
+  void store(uint8_t* row, int64_t col, int32_t q) const;
+};
+
+// The format of `dtype` at `bitwidth` (0: the dtype's natural width), or
+// nullptr when qemb does not store that combination.
+const StorageFormat* find_storage_format(DataType dtype, int bitwidth);
+// The formats `dtype` may take, for messages ("4 or 8").
+std::string storage_widths(DataType dtype);
+
 // Storage layout of tensor data (what the artifact holds and the runtime maps):
 //  - SFIXED_POINT_8, bitwidth 8: one int8 per value, row-major.
 //  - SFIXED_POINT_8, bitwidth 4: two's-complement nibbles, two per byte, each
@@ -89,6 +114,9 @@ struct Tensor {
 
   int64_t num_elements() const;
   int bitwidth() const;  // encoding bitwidth, or the dtype's natural width
+  // Its entry in the storage format table; nullptr for a combination qemb
+  // does not store (the artifact reader and Graph::check refuse those).
+  const StorageFormat* format() const { return find_storage_format(dtype, encoding.bitwidth); }
 };
 
 // The product of `shape`, 0 when any dimension is 0, -1 when it overflows

@@ -84,16 +84,6 @@ std::string section_name(const std::string& prefix, const std::string& name) {
 
 namespace {
 
-int natural_bitwidth(DataType dtype) {
-  switch (dtype) {
-    case DataType::kSFixedPoint8: return 8;
-    case DataType::kUFixedPoint16: return 16;
-    case DataType::kFloat32:
-    case DataType::kInt32: return 32;
-  }
-  return 0;
-}
-
 Status check_encoding_values(const Encoding& e, const std::string& owner) {
   switch (e.type) {
     case Encoding::Type::kNone: break;
@@ -131,23 +121,20 @@ Status check_tensor_layout(const Tensor& t, size_t* storage_bytes_out) {
     if (__builtin_mul_overflow(elements, t.shape[i], &elements))
       return make_error(ErrorCode::kInvalidArgument, owner + " has more elements than fit in 64 bits");
   }
-  const int natural = natural_bitwidth(t.dtype);
-  const int bw = t.encoding.bitwidth;
-  if (bw < 0 || bw > natural)
+  const StorageFormat* format = t.format();
+  if (format == nullptr)
     return make_error(ErrorCode::kInvalidArgument, owner + " (" + to_string(t.dtype) + ") has bitwidth " +
-                                                       std::to_string(bw) + ", expected 1.." +
-                                                       std::to_string(natural) + " (or 0 for the natural width)");
+                                                       std::to_string(t.encoding.bitwidth) + "; qemb stores " +
+                                                       to_string(t.dtype) + " at " + storage_widths(t.dtype) +
+                                                       " bits (0 means the natural width)");
   // Storage bytes = rows * row bytes, rows = product of all but the last dim.
   const int64_t dim = t.shape.empty() ? 1 : t.shape.back();
   uint64_t rows = 1;
   for (size_t i = 0; i + 1 < t.shape.size(); ++i) rows *= static_cast<uint64_t>(t.shape[i]);  // <= elements
-  const uint64_t per_value = static_cast<uint64_t>(natural) / 8;
-  uint64_t row_bytes = 0;
-  if (t.dtype == DataType::kSFixedPoint8 && t.bitwidth() == 4) {
-    row_bytes = (static_cast<uint64_t>(dim) + 1) / 2;
-  } else if (__builtin_mul_overflow(static_cast<uint64_t>(dim), per_value, &row_bytes)) {
+  uint64_t row_bits = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(dim), static_cast<uint64_t>(format->bits), &row_bits))
     return make_error(ErrorCode::kInvalidArgument, owner + " needs more storage than fits in 64 bits");
-  }
+  const uint64_t row_bytes = row_bits / 8 + (row_bits % 8 != 0);
   uint64_t total = 0;
   if (__builtin_mul_overflow(rows, row_bytes, &total) || total > std::numeric_limits<size_t>::max() / 2)
     return make_error(ErrorCode::kInvalidArgument, owner + " needs more storage than fits in memory");
@@ -168,9 +155,11 @@ Status check_tensor_layout(const Tensor& t, size_t* storage_bytes_out) {
 
 Status check_op_encoding(const Op& op, const Encoding& e) {
   const std::string owner = "op '" + op.name + "' intermediate encoding";
-  if (e.bitwidth < 0 || e.bitwidth > 32)
-    return make_error(ErrorCode::kInvalidArgument,
-                      owner + " has bitwidth " + std::to_string(e.bitwidth) + ", expected 0..32");
+  // An intermediate holds the weight's values re-quantized: one of its widths.
+  if (e.bitwidth != 0 && find_storage_format(DataType::kSFixedPoint8, e.bitwidth) == nullptr)
+    return make_error(ErrorCode::kInvalidArgument, owner + " has bitwidth " + std::to_string(e.bitwidth) +
+                                                       ", expected " + storage_widths(DataType::kSFixedPoint8) +
+                                                       " (or 0)");
   return check_encoding_values(e, owner);
 }
 

@@ -1,6 +1,8 @@
 #include "qemb/ir.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -92,14 +94,6 @@ int64_t Tensor::num_elements() const {
   return n;
 }
 
-int Tensor::bitwidth() const {
-  if (encoding.bitwidth != 0) return encoding.bitwidth;
-  switch (dtype) {
-    case DataType::kSFixedPoint8: return 8;
-    case DataType::kUFixedPoint16: return 16;
-    default: return 32;
-  }
-}
 
 int64_t checked_element_count(const std::vector<int64_t>& shape) {
   // A zero dimension makes the product 0 even where the others would overflow.
@@ -111,15 +105,77 @@ int64_t checked_element_count(const std::vector<int64_t>& shape) {
   return n > static_cast<uint64_t>(INT64_MAX) ? -1 : static_cast<int64_t>(n);
 }
 
-size_t row_storage_bytes(DataType dtype, int bitwidth, int64_t dim) {
-  const size_t d = static_cast<size_t>(dim);
+namespace {
+
+constexpr StorageFormat kFormats[] = {
+    {DataType::kSFixedPoint8, 4, 2, -7, 7, "int4"},
+    {DataType::kSFixedPoint8, 8, 1, -127, 127, "int8"},
+    {DataType::kUFixedPoint16, 16, 1, 0, 65535, "uint16"},
+    {DataType::kFloat32, 32, 1, INT32_MIN, INT32_MAX, "float32"},
+    {DataType::kInt32, 32, 1, INT32_MIN, INT32_MAX, "int32"},
+};
+
+int natural_width(DataType dtype) {
   switch (dtype) {
-    case DataType::kSFixedPoint8: return bitwidth == 4 ? (d + 1) / 2 : d;
-    case DataType::kUFixedPoint16: return 2 * d;
+    case DataType::kSFixedPoint8: return 8;
+    case DataType::kUFixedPoint16: return 16;
     case DataType::kFloat32:
-    case DataType::kInt32: return 4 * d;
+    case DataType::kInt32: return 32;
   }
   return 0;
+}
+
+}  // namespace
+
+const StorageFormat* find_storage_format(DataType dtype, int bitwidth) {
+  const int bits = bitwidth == 0 ? natural_width(dtype) : bitwidth;
+  for (const StorageFormat& f : kFormats)
+    if (f.dtype == dtype && f.bits == bits) return &f;
+  return nullptr;
+}
+
+int Tensor::bitwidth() const { return encoding.bitwidth != 0 ? encoding.bitwidth : natural_width(dtype); }
+
+std::string storage_widths(DataType dtype) {
+  std::string out;
+  for (const StorageFormat& f : kFormats)
+    if (f.dtype == dtype) out += (out.empty() ? "" : " or ") + std::to_string(f.bits);
+  return out;
+}
+
+int32_t StorageFormat::load(const uint8_t* row, int64_t col) const {
+  switch (bits) {
+    case 4: return unpack_int4(row, col);
+    case 8: return static_cast<int8_t>(row[col]);
+    case 16: {
+      uint16_t v;
+      std::memcpy(&v, row + 2 * col, 2);
+      return v;
+    }
+    default: {
+      int32_t v;
+      std::memcpy(&v, row + 4 * col, 4);
+      return v;
+    }
+  }
+}
+
+void StorageFormat::store(uint8_t* row, int64_t col, int32_t q) const {
+  switch (bits) {
+    case 4: pack_int4(row, col, static_cast<int8_t>(q)); return;
+    case 8: row[col] = static_cast<uint8_t>(static_cast<int8_t>(q)); return;
+    case 16: {
+      const uint16_t v = static_cast<uint16_t>(q);
+      std::memcpy(row + 2 * col, &v, 2);
+      return;
+    }
+    default: std::memcpy(row + 4 * col, &q, 4); return;
+  }
+}
+
+size_t row_storage_bytes(DataType dtype, int bitwidth, int64_t dim) {
+  const StorageFormat* f = find_storage_format(dtype, bitwidth);
+  return f == nullptr ? 0 : f->row_bytes(dim);
 }
 
 size_t storage_bytes(const Tensor& t) {

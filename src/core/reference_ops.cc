@@ -7,16 +7,9 @@
 namespace qemb {
 
 void quantized_range(DataType dtype, int bitwidth, int32_t& lo, int32_t& hi) {
-  switch (dtype) {
-    case DataType::kSFixedPoint8: {
-      int32_t qmax = (1 << ((bitwidth == 4 ? 4 : 8) - 1)) - 1;
-      lo = -qmax;
-      hi = qmax;
-      return;
-    }
-    case DataType::kUFixedPoint16: lo = 0; hi = 65535; return;
-    default: lo = INT32_MIN; hi = INT32_MAX; return;
-  }
+  const StorageFormat* f = find_storage_format(dtype, bitwidth);
+  lo = f ? f->qmin : INT32_MIN;
+  hi = f ? f->qmax : INT32_MAX;
 }
 
 float dequantize_value(int32_t q, const Encoding& e, int64_t row) {
@@ -35,41 +28,12 @@ int32_t quantize_value(float x, const Encoding& e, int64_t row, int32_t lo, int3
 }
 
 int32_t load_quantized(const uint8_t* row, DataType dtype, int bitwidth, int64_t col) {
-  switch (dtype) {
-    case DataType::kSFixedPoint8:
-      return bitwidth == 4 ? unpack_int4(row, col) : static_cast<int8_t>(row[col]);
-    case DataType::kUFixedPoint16: {
-      uint16_t v;
-      std::memcpy(&v, row + 2 * col, 2);
-      return v;
-    }
-    case DataType::kInt32:
-    case DataType::kFloat32: {
-      int32_t v;
-      std::memcpy(&v, row + 4 * col, 4);
-      return v;
-    }
-  }
-  return 0;
+  const StorageFormat* f = find_storage_format(dtype, bitwidth);
+  return f ? f->load(row, col) : 0;
 }
 
 void store_quantized(uint8_t* row, DataType dtype, int bitwidth, int64_t col, int32_t q) {
-  switch (dtype) {
-    case DataType::kSFixedPoint8:
-      if (bitwidth == 4) {
-        pack_int4(row, col, static_cast<int8_t>(q));
-      } else {
-        row[col] = static_cast<uint8_t>(static_cast<int8_t>(q));
-      }
-      return;
-    case DataType::kUFixedPoint16: {
-      uint16_t v = static_cast<uint16_t>(q);
-      std::memcpy(row + 2 * col, &v, 2);
-      return;
-    }
-    case DataType::kInt32:
-    case DataType::kFloat32: std::memcpy(row + 4 * col, &q, 4); return;
-  }
+  if (const StorageFormat* f = find_storage_format(dtype, bitwidth)) f->store(row, col, q);
 }
 
 void requantize_row(const uint8_t* in, const Tensor& in_t, int64_t in_row, uint8_t* out,

@@ -5,9 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace qemb {
@@ -42,6 +44,51 @@ TEST(StorageBytesTest, RowStorageBytesPerDtype) {
   EXPECT_EQ(row_storage_bytes(DataType::kUFixedPoint16, 16, 5), 10u);
   EXPECT_EQ(row_storage_bytes(DataType::kFloat32, 32, 5), 20u);
   EXPECT_EQ(row_storage_bytes(DataType::kInt32, 32, 5), 20u);
+}
+
+TEST(StorageFormatTest, TheTableHoldsExactlyTheFormatsQembStores) {
+  struct Row {
+    DataType dtype;
+    int bitwidth, bits, block;
+    int32_t qmin, qmax;
+    const char* name;
+  };
+  for (const Row& r : {Row{DataType::kSFixedPoint8, 4, 4, 2, -7, 7, "int4"},
+                       Row{DataType::kSFixedPoint8, 8, 8, 1, -127, 127, "int8"},
+                       Row{DataType::kSFixedPoint8, 0, 8, 1, -127, 127, "int8"},
+                       Row{DataType::kUFixedPoint16, 16, 16, 1, 0, 65535, "uint16"},
+                       Row{DataType::kUFixedPoint16, 0, 16, 1, 0, 65535, "uint16"},
+                       Row{DataType::kFloat32, 0, 32, 1, INT32_MIN, INT32_MAX, "float32"},
+                       Row{DataType::kInt32, 32, 32, 1, INT32_MIN, INT32_MAX, "int32"}}) {
+    const StorageFormat* f = find_storage_format(r.dtype, r.bitwidth);
+    ASSERT_NE(f, nullptr) << to_string(r.dtype) << " " << r.bitwidth;
+    EXPECT_EQ(f->bits, r.bits);
+    EXPECT_EQ(f->block, r.block);
+    EXPECT_EQ(f->qmin, r.qmin);
+    EXPECT_EQ(f->qmax, r.qmax);
+    EXPECT_STREQ(f->name, r.name);
+  }
+  for (int bw : {1, 2, 3, 5, 6, 7, 9, 16, 32}) EXPECT_EQ(find_storage_format(DataType::kSFixedPoint8, bw), nullptr) << bw;
+  EXPECT_EQ(find_storage_format(DataType::kUFixedPoint16, 8), nullptr);
+  EXPECT_EQ(find_storage_format(DataType::kFloat32, 16), nullptr);
+  EXPECT_EQ(storage_widths(DataType::kSFixedPoint8), "4 or 8");
+  EXPECT_EQ(storage_widths(DataType::kUFixedPoint16), "16");
+  EXPECT_EQ(row_storage_bytes(DataType::kSFixedPoint8, 2, 5), 0u);  // not a format: no bytes, not 8-bit ones
+}
+
+TEST(StorageFormatTest, LoadAndStoreRoundTripEveryValue) {
+  for (const auto& [dtype, bw, lo, hi] : {std::tuple{DataType::kSFixedPoint8, 4, -8, 7},
+                                          std::tuple{DataType::kSFixedPoint8, 8, -128, 127},
+                                          std::tuple{DataType::kUFixedPoint16, 16, 0, 65535}}) {
+    const StorageFormat* f = find_storage_format(dtype, bw);
+    ASSERT_NE(f, nullptr);
+    std::vector<uint8_t> row(f->row_bytes(3), 0);
+    for (int32_t v = lo; v <= hi; ++v) {
+      f->store(row.data(), 1, v);
+      EXPECT_EQ(f->load(row.data(), 1), v) << f->name;
+      EXPECT_EQ(f->load(row.data(), 0), 0) << f->name;  // the neighbour is untouched
+    }
+  }
 }
 
 TEST(StorageBytesTest, WholeTensors) {
