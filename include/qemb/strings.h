@@ -24,4 +24,8 @@ std::string explain_missing_name(const std::string& wanted, const std::vector<st
 // escape sequences) become \n, \r, \t or \xNN. Other bytes pass unchanged.
 std::string escape_control(std::string_view s);
 
+// Text made safe inside HTML and SVG, in elements and quoted attributes:
+// & < > " ' become entities (the eval and bench reports).
+std::string escape_html(std::string_view s);
+
 }  // namespace qemb

@@ -10,6 +10,7 @@
 #include "eval/printf_string.h"
 #include "qemb/eval.h"
 #include "qemb/file.h"
+#include "qemb/strings.h"
 #include "qemb/quantize.h"
 
 namespace qemb {
@@ -21,21 +22,6 @@ constexpr const char* kLegacyColor = "#d9541e";
 constexpr size_t kMaxScatterPoints = 4000;  // per pattern; keeps the page light on 100k-row vocabularies
 
 
-std::string escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string db(double v) {
   if (std::isinf(v)) return v > 0 ? "&infin; (exact)" : "&minus;&infin;";
@@ -88,11 +74,11 @@ std::string svg_open(const std::string& id, const std::string& title, const Fram
   return printf_string("<svg class=\"plot\" id=\"%s\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
              "viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"",
              id.c_str(), f.svg_width(), f.svg_height(), f.svg_width(), f.svg_height()) +
-         escape(title) + "\">\n<title>" + escape(title) + "</title>\n" +
+         escape_html(title) + "\">\n<title>" + escape_html(title) + "</title>\n" +
          printf_string("<rect class=\"bg\" x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n", f.svg_width(),
              f.svg_height()) +
          printf_string("<text class=\"plot-title\" x=\"%.1f\" y=\"20\" font-size=\"14\" font-weight=\"600\">", f.left) +
-         escape(title) + "</text>\n";
+         escape_html(title) + "</text>\n";
 }
 
 std::string axes(const Frame& f, const std::vector<Tick>& xticks, const std::vector<Tick>& yticks,
@@ -114,11 +100,11 @@ std::string axes(const Frame& f, const std::vector<Tick>& xticks, const std::vec
            f.top, f.width, f.height);
   s += printf_string("<text class=\"xlabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"12\">",
            f.left + f.width / 2, f.top + f.height + 42) +
-       escape(xlabel) + "</text>\n";
+       escape_html(xlabel) + "</text>\n";
   s += printf_string("<text class=\"ylabel\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"12\" "
            "transform=\"rotate(-90 %.1f %.1f)\">",
            18.0, f.top + f.height / 2, 18.0, f.top + f.height / 2) +
-       escape(ylabel) + "</text>\n";
+       escape_html(ylabel) + "</text>\n";
   return s + "</g>\n";
 }
 
@@ -129,7 +115,7 @@ std::string legend(const Frame& f, const std::vector<std::pair<std::string, std:
   const double y = f.top + f.height + 66;
   for (const auto& [color, label] : items) {
     s += printf_string("<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"10\" fill=\"%s\"/>", x, y - 9, color.c_str());
-    s += printf_string("<text x=\"%.1f\" y=\"%.1f\">", x + 17, y) + escape(label) + "</text>\n";
+    s += printf_string("<text x=\"%.1f\" y=\"%.1f\">", x + 17, y) + escape_html(label) + "</text>\n";
     x += 17 + 6.3 * static_cast<double>(label.size()) + 22;
   }
   return s + "</g>\n";
@@ -311,7 +297,7 @@ std::string activation_range_plot(const EvalReport& report) {
     s += printf_string("<text class=\"act-bound-label\" x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"%s\" "
              "text-anchor=\"%s\">",
              to_the_right ? x + 4 : x - 4, f.top + 14 + 14.0 * i, kOptimizedColor, to_the_right ? "start" : "end") +
-         escape(marks[i].second) + "</text>\n";
+         escape_html(marks[i].second) + "</text>\n";
   }
   if (f.xlo < 0 && f.xhi > 0)
     s += printf_string("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#444\" stroke-dasharray=\"3 3\"/>\n",
@@ -361,7 +347,7 @@ std::string scale_histogram_plot(const EvalReport& report, Scheme scheme) {
   s += printf_string("<text class=\"collapse-threshold-label\" x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"%s\" "
                      "text-anchor=\"%s\">",
                      right ? x + 4 : x - 4, f.top + 14, kLegacyColor, right ? "start" : "end") +
-       escape(label) + "</text>\n";
+       escape_html(label) + "</text>\n";
   s += legend(f, {{"#7a8794", "rows per bin"},
                   {kLegacyColor, "legacy collapses rows left of the line"}});
   return s + "</svg>\n";
@@ -515,25 +501,25 @@ std::string worst_rows_tables(const EvalReport& report) {
 std::string render_html_report(const EvalReport& report) {
   std::string s = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   s += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  s += "<title>qemb eval: " + escape(report.tensor) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
-  s += "<h1>What quantization cost: " + escape(report.tensor) + "</h1>\n";
-  s += "<p class=\"sub\">" + escape(report.dtype) +
+  s += "<title>qemb eval: " + escape_html(report.tensor) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+  s += "<h1>What quantization cost: " + escape_html(report.tensor) + "</h1>\n";
+  s += "<p class=\"sub\">" + escape_html(report.dtype) +
        printf_string(" [%lld &times; %lld]", static_cast<long long>(report.vocab_size), static_cast<long long>(report.dim)) +
-       (report.file.empty() ? "" : " from <code>" + escape(report.file) + "</code>") +
+       (report.file.empty() ? "" : " from <code>" + escape_html(report.file) + "</code>") +
        (report.source_quantized ? " (the source was already quantized: the float table is its exact dequantization)"
                                 : "") +
        printf_string(" &middot; %lld rows evaluated (", static_cast<long long>(report.rows_evaluated)) +
-       escape(report.rows_source) + ")<br>activation encoding: " +
+       escape_html(report.rows_source) + ")<br>activation encoding: " +
        printf_string("scale %.6g, offset %d, range [%.6g, %.6g]", report.act.scale, report.act.offset(), report.act_range_lo,
            report.act_range_hi) +
-       " from " + escape(report.calibration_source) +
+       " from " + escape_html(report.calibration_source) +
        (report.calibration_tokens > 0 ? printf_string(" (%lld tokens)", static_cast<long long>(report.calibration_tokens)) : "") +
        "<br>target: " +
-       escape(report.target.version ? report.target.version->to_string() + " (" + report.target.source + ")"
+       escape_html(report.target.version ? report.target.version->to_string() + " (" + report.target.source + ")"
                                     : "unknown SDK") +
        " &rarr; deployed pattern: <b>" +
        (report.has_deployed_pattern ? to_string(report.deployed_pattern) : "none") + "</b> (" +
-       escape(report.deployed_reason) + ")</p>\n";
+       escape_html(report.deployed_reason) + ")</p>\n";
 
   s += "<section id=\"summary\">\n<h2>Summary</h2>\n" + summary(report) + "</section>\n";
   s += "<section id=\"metrics-section\">\n<h2>Metrics</h2>\n" + metrics_table(report) +

@@ -8,6 +8,7 @@
 
 #include "qemb/bench.h"
 #include "qemb/file.h"
+#include "qemb/strings.h"
 
 namespace qemb {
 
@@ -56,21 +57,6 @@ Result<BenchSweep> run_bench_sweep(const EmbeddingRuntime& runtime, const BenchO
 }
 
 namespace {
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string fmt(const char* f, double v) {
   const int n = std::snprintf(nullptr, 0, f, v);
@@ -167,12 +153,12 @@ std::string render_bench_report(const BenchSweep& sweep) {
       {"memcpy-cold", "memcpy gather, cold", "#d9541e", true, points(sweep.cold, true)},
   };
   std::string h =
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>qemb bench: " + escape(sweep.artifact) +
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>qemb bench: " + escape_html(sweep.artifact) +
       "</title>\n<style>body{font-family:system-ui,sans-serif;margin:24px;color:#222}"
       "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
       "th{background:#f3f3f3}.note{color:#555;max-width:60em}</style></head><body>\n";
-  h += "<h1>Lookup speed against batch size</h1>\n<p><b>" + escape(sweep.artifact) + "</b>: " +
-       std::to_string(sweep.vocab) + " &times; " + std::to_string(sweep.dim) + ", kernel <code>" + escape(sweep.kernel) +
+  h += "<h1>Lookup speed against batch size</h1>\n<p><b>" + escape_html(sweep.artifact) + "</b>: " +
+       std::to_string(sweep.vocab) + " &times; " + std::to_string(sweep.dim) + ", kernel <code>" + escape_html(sweep.kernel) +
        "</code>, " + std::to_string(sweep.threads) + (sweep.threads == 1 ? " thread" : " threads") + ", " +
        (sweep.dequantize ? std::string(to_string(sweep.out_dtype)) : std::string("uint16")) + " output.</p>\n";
   h += "<p class=\"note\">Solid lines: the artifact's kernel. Dashed: a memcpy gather of the same " +

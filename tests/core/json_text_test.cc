@@ -67,6 +67,11 @@ TEST(JsonBrief, ShowsFlatValuesAndNamesNestedOnes) {
   EXPECT_EQ(json_brief(json(std::string(100, 'x'))), "\"" + std::string(59, 'x') + "...");
 }
 
+TEST(EscapeHtml, EscapesWhatEndsAnElementOrAQuotedAttribute) {
+  EXPECT_EQ(escape_html("a<b>&\"c'd \xc3\xbc"), "a&lt;b&gt;&amp;&quot;c&#39;d \xc3\xbc");
+  EXPECT_EQ(escape_html(""), "");
+}
+
 TEST(EscapeControl, EscapesWhatCouldDriveATerminal) {
   EXPECT_EQ(escape_control("plain ok \xc3\xbc"), "plain ok \xc3\xbc");
   EXPECT_EQ(escape_control("a\x1b[2Jb\rc\nd\te\x7f"), "a\\x1b[2Jb\\rc\\nd\\te\\x7f");

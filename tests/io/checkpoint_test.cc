@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "qemb/half.h"
+#include "support/expect_error.h"
 #include "support/checkpoints.h"
 #include "support/temp_dir.h"
 
@@ -17,12 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using namespace qemb::testing;
-
-void expect_error(const Status& s, ErrorCode code, const std::string& substring) {
-  ASSERT_FALSE(s.ok()) << "expected an error containing: " << substring;
-  EXPECT_EQ(s.error().code, code) << s.error().to_string();
-  EXPECT_THAT(s.error().message, HasSubstr(substring));
-}
 
 std::vector<float> read_table(const Checkpoint& ckpt, const std::string& name) {
   auto t = ckpt.table(name);

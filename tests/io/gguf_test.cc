@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "qemb/half.h"
+#include "support/expect_error.h"
 #include "support/checkpoints.h"
 #include "support/temp_dir.h"
 
@@ -16,12 +17,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using namespace qemb::testing;
-
-void expect_error(const Status& s, ErrorCode code, const std::string& substring) {
-  ASSERT_FALSE(s.ok()) << "expected an error containing: " << substring;
-  EXPECT_EQ(s.error().code, code) << s.error().to_string();
-  EXPECT_THAT(s.error().message, HasSubstr(substring));
-}
 
 std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
   std::vector<uint8_t> b(v.size() * 4);
