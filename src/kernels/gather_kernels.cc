@@ -156,7 +156,7 @@ HWY_INLINE void GatherU16Dequantized(const uint16_t* table, size_t dim, const Ac
     for (; j + NF <= dim; j += NF) {
       // (float)(q - zp) with the subtraction in int32, exactly as the scalar.
       const auto q = hn::Sub(hn::PromoteTo(di, hn::LoadU(du16, row + j)), zero_point);
-      const auto y = hn::Mul(a.scale, hn::ConvertTo(df, q));
+      const auto y = hn::Mul(a.scale(), hn::ConvertTo(df, q));
       if constexpr (K == OutKind::kF32) {
         hn::StoreU(y, df, o + j);
       } else {
@@ -336,9 +336,9 @@ struct DequantVec {
   using DF = hn::Repartition<float, D16>;
   using DI = hn::RebindToSigned<DF>;
   explicit DequantVec(const ActivationEncoding& act)
-      : scale(hn::Set(DF(), act.scale)), zero_point(hn::Set(DI(), act.zero_point)) {}
-  hn::Vec<DF> scale;
-  hn::Vec<DI> zero_point;
+      : scale(DF(), act.scale), zero_point(DI(), act.zero_point) {}
+  Broadcast<DF> scale;
+  Broadcast<DI> zero_point;
 };
 
 // Writes the u16 vector v (holding q16 values) as uint16 or dequantized float.
@@ -353,10 +353,10 @@ HWY_INLINE void StoreOutputs(D16 d16, hn::Vec<D16> v, const DequantVec<D16>& dq,
     const hn::Half<D16> dh16;
     const size_t NF = hn::Lanes(df);
     // (float)(q - zp) with the subtraction in int32, exactly as the scalar.
-    const auto q_lo = hn::Sub(hn::PromoteTo(di, hn::LowerHalf(dh16, v)), dq.zero_point);
-    const auto q_hi = hn::Sub(hn::PromoteTo(di, hn::UpperHalf(dh16, v)), dq.zero_point);
-    hn::StoreU(hn::Mul(dq.scale, hn::ConvertTo(df, q_lo)), df, o);
-    hn::StoreU(hn::Mul(dq.scale, hn::ConvertTo(df, q_hi)), df, o + NF);
+    const auto q_lo = hn::Sub(hn::PromoteTo(di, hn::LowerHalf(dh16, v)), dq.zero_point());
+    const auto q_hi = hn::Sub(hn::PromoteTo(di, hn::UpperHalf(dh16, v)), dq.zero_point());
+    hn::StoreU(hn::Mul(dq.scale(), hn::ConvertTo(df, q_lo)), df, o);
+    hn::StoreU(hn::Mul(dq.scale(), hn::ConvertTo(df, q_hi)), df, o + NF);
   }
 }
 
@@ -556,7 +556,7 @@ HWY_INLINE void BagU16(const RequantGatherParams& p, const Id* ids, const BagPar
         size_t j = 0;
         for (; j + NF <= dim; j += NF) {
           const auto q = hn::Sub(hn::PromoteTo(di, hn::LoadU(du16, row + j)), zero_point);
-          AccumulateY(df, hn::Mul(a.scale, hn::ConvertTo(df, q)), weighted, wv, o + j);
+          AccumulateY(df, hn::Mul(a.scale(), hn::ConvertTo(df, q)), weighted, wv, o + j);
         }
         for (; j < dim; ++j) AccumulateScalar(dequantize_activation(row[j], p.act), weighted, w, o + j);
       });
@@ -798,10 +798,10 @@ HWY_INLINE size_t AccumulateS4Shuffles(D8 d8, const uint8_t* HWY_RESTRICT row, s
     }
     LookupNibbles(d8, packed, tab_lo, tab_hi, [&](size_t part, hn::Vec<D16> v) {
       float* op = o + j + part * (N / 2);
-      const auto q_lo = hn::Sub(hn::PromoteTo(di, hn::LowerHalf(dh16, v)), dq.zero_point);
-      const auto q_hi = hn::Sub(hn::PromoteTo(di, hn::UpperHalf(dh16, v)), dq.zero_point);
-      AccumulateY(df, hn::Mul(dq.scale, hn::ConvertTo(df, q_lo)), weighted, wv, op);
-      AccumulateY(df, hn::Mul(dq.scale, hn::ConvertTo(df, q_hi)), weighted, wv, op + NF);
+      const auto q_lo = hn::Sub(hn::PromoteTo(di, hn::LowerHalf(dh16, v)), dq.zero_point());
+      const auto q_hi = hn::Sub(hn::PromoteTo(di, hn::UpperHalf(dh16, v)), dq.zero_point());
+      AccumulateY(df, hn::Mul(dq.scale(), hn::ConvertTo(df, q_lo)), weighted, wv, op);
+      AccumulateY(df, hn::Mul(dq.scale(), hn::ConvertTo(df, q_hi)), weighted, wv, op + NF);
     });
   }
   return j;
@@ -954,6 +954,14 @@ const std::vector<KernelSet>& supported_sets() {
 const KernelSet& best_kernels() { return supported_sets().front(); }
 
 std::vector<KernelSet> all_supported_kernel_sets() { return supported_sets(); }
+
+std::vector<std::string> compiled_kernel_isas() {
+  std::vector<std::string> isas;
+  for (int64_t targets = HWY_TARGETS; targets != 0; targets &= targets - 1) {
+    isas.emplace_back(hwy::TargetName(targets & -targets));  // lowest bit: the best left
+  }
+  return isas;
+}
 
 const KernelSet* find_kernel_set(std::string_view isa) {
   for (const KernelSet& set : supported_sets()) {

@@ -36,16 +36,41 @@ HWY_INLINE hn::Vec<DF> RoundHalfEven(DF df, hn::Vec<DF> v) {
 #endif
 }
 
-// The activation encoding, broadcast once per kernel call.
+// A constant broadcast once per kernel call. SVE vectors are sizeless and
+// cannot be data members, so there the scalar is kept and broadcast where it
+// is used (a loop-invariant dup the compiler hoists).
+template <class D>
+class Broadcast {
+ public:
+  Broadcast(D d, hn::TFromD<D> value)
+#if HWY_HAVE_SCALABLE
+      : value_(value) {
+    (void)d;
+  }
+  HWY_INLINE hn::Vec<D> operator()() const { return hn::Set(D(), value_); }
+
+ private:
+  hn::TFromD<D> value_;
+#else
+      : value_(hn::Set(d, value)) {
+  }
+  HWY_INLINE hn::Vec<D> operator()() const { return value_; }
+
+ private:
+  hn::Vec<D> value_;
+#endif
+};
+
+// The activation encoding.
 template <class DF>
 struct ActivationVec {
   ActivationVec(DF df, const ActivationEncoding& a)
-      : scale(hn::Set(df, a.scale)),
-        inv_scale(hn::Set(df, inv(a.scale))),
-        zero_point(hn::Set(df, static_cast<float>(a.zero_point))) {}
-  hn::Vec<DF> scale;
-  hn::Vec<DF> inv_scale;
-  hn::Vec<DF> zero_point;
+      : scale(df, a.scale),
+        inv_scale(df, inv(a.scale)),
+        zero_point(df, static_cast<float>(a.zero_point)) {}
+  Broadcast<DF> scale;
+  Broadcast<DF> inv_scale;
+  Broadcast<DF> zero_point;
 };
 
 // max(v, lo) where NaN yields lo, as clamp_to_int's `!(r >= lo)` test does.
@@ -68,8 +93,8 @@ HWY_INLINE hn::Vec<DF> MaxOrLowerIfNaN(hn::Vec<DF> v, hn::Vec<DF> lo) {
 //  - NaN becomes 0, as clamp_to_int maps NaN to -2^20.
 template <class DF>
 HWY_INLINE hn::Vec<DF> Q16(DF df, hn::Vec<DF> x, const ActivationVec<DF>& a) {
-  const auto r = RoundHalfEven(df, hn::Mul(x, a.inv_scale));
-  const auto v = hn::Add(r, a.zero_point);
+  const auto r = RoundHalfEven(df, hn::Mul(x, a.inv_scale()));
+  const auto v = hn::Add(r, a.zero_point());
   return hn::Min(MaxOrLowerIfNaN<DF>(v, hn::Zero(df)), hn::Set(df, 65535.0f));
 }
 
@@ -84,22 +109,22 @@ HWY_INLINE hn::Vec<DF> Q16(DF df, hn::Vec<DF> x, const ActivationVec<DF>& a) {
 template <class DF>
 struct Q16IntVec {
   Q16IntVec(DF df, const ActivationEncoding& a)
-      : inv_scale(hn::Set(df, inv(a.scale))),
-        limit(hn::Set(df, 4194304.0f)),
-        neg_limit(hn::Set(df, -4194304.0f)),
-        magic(hn::Set(df, 12582912.0f)),
-        bias(hn::Set(hn::RebindToSigned<DF>(), a.zero_point - 0x4B400000)) {}
-  hn::Vec<DF> inv_scale, limit, neg_limit, magic;
-  hn::Vec<hn::RebindToSigned<DF>> bias;
+      : inv_scale(df, inv(a.scale)),
+        limit(df, 4194304.0f),
+        neg_limit(df, -4194304.0f),
+        magic(df, 12582912.0f),
+        bias(hn::RebindToSigned<DF>(), a.zero_point - 0x4B400000) {}
+  Broadcast<DF> inv_scale, limit, neg_limit, magic;
+  Broadcast<hn::RebindToSigned<DF>> bias;
 };
 
 // rne(x * inv_sa) + zp as int32, not yet clamped to [0, 65535].
 template <class DF>
 HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> Q16Unclamped(DF df, hn::Vec<DF> x, const Q16IntVec<DF>& q) {
   const hn::RebindToSigned<DF> di;
-  const auto t = hn::Min(MaxOrLowerIfNaN<DF>(hn::Mul(x, q.inv_scale), q.neg_limit), q.limit);
+  const auto t = hn::Min(MaxOrLowerIfNaN<DF>(hn::Mul(x, q.inv_scale()), q.neg_limit()), q.limit());
   (void)df;
-  return hn::Add(hn::BitCast(di, hn::Add(t, q.magic)), q.bias);
+  return hn::Add(hn::BitCast(di, hn::Add(t, q.magic())), q.bias());
 }
 
 // The bits of v + 2^23 for an integer-valued v in [0, 65535]: the sum is
@@ -115,7 +140,7 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> Q16Bits(DF df, hn::Vec<DF> v) {
 // below 2^16, so the float subtraction is exact, as the int one is.
 template <class DF>
 HWY_INLINE hn::Vec<DF> DequantizeQ16(hn::Vec<DF> v, const ActivationVec<DF>& a) {
-  return hn::Mul(a.scale, hn::Sub(v, a.zero_point));
+  return hn::Mul(a.scale(), hn::Sub(v, a.zero_point()));
 }
 
 // float_to_bf16() (qemb/half.h) in the low 16 bits of each lane: round to
@@ -162,14 +187,14 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> F16Bits(DF df, hn::Vec<DF> v) {
 template <class DF>
 struct LegacyVec {
   LegacyVec(DF df, float max_scale, int qmax)
-      : max_scale(hn::Set(df, max_scale)),
-        inv_max_scale(hn::Set(df, inv(max_scale))),
-        qmax(hn::Set(df, static_cast<float>(qmax))),
-        neg_qmax(hn::Set(df, static_cast<float>(-qmax))) {}
-  hn::Vec<DF> max_scale;
-  hn::Vec<DF> inv_max_scale;
-  hn::Vec<DF> qmax;
-  hn::Vec<DF> neg_qmax;
+      : max_scale(df, max_scale),
+        inv_max_scale(df, inv(max_scale)),
+        qmax(df, static_cast<float>(qmax)),
+        neg_qmax(df, static_cast<float>(-qmax)) {}
+  Broadcast<DF> max_scale;
+  Broadcast<DF> inv_max_scale;
+  Broadcast<DF> qmax;
+  Broadcast<DF> neg_qmax;
 };
 
 // s_max * legacy_intermediate(): x is the dequantized weight s_r * q. The
@@ -178,9 +203,9 @@ struct LegacyVec {
 template <class DF>
 HWY_INLINE hn::Vec<DF> LegacyRequantized(DF df, hn::Vec<DF> x, const LegacyVec<DF>& l) {
   (void)df;
-  const auto r = RoundHalfEven(df, hn::Mul(x, l.inv_max_scale));
-  const auto qi = hn::Min(MaxOrLowerIfNaN<DF>(r, l.neg_qmax), l.qmax);
-  return hn::Mul(l.max_scale, qi);
+  const auto r = RoundHalfEven(df, hn::Mul(x, l.inv_max_scale()));
+  const auto qi = hn::Min(MaxOrLowerIfNaN<DF>(r, l.neg_qmax()), l.qmax());
+  return hn::Mul(l.max_scale(), qi);
 }
 
 // quantize_weight for dim values: clamp(rne(w * inv(s)), -qmax, qmax). The
