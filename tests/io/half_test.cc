@@ -85,13 +85,21 @@ TEST(F16, EveryHalfRoundTrips) {
   }
 }
 
-#if defined(__FLT16_MAX__)
-// The compiler's own float -> _Float16 conversion rounds to nearest even.
+#if defined(__aarch64__)
+using CompilerHalf = __fp16;  // GCC 12 has no _Float16 in C++ on Arm; this is IEEE half there
+#define QEMB_HAVE_COMPILER_HALF 1
+#elif defined(__FLT16_MAX__)
+using CompilerHalf = _Float16;
+#define QEMB_HAVE_COMPILER_HALF 1
+#endif
+
+#if QEMB_HAVE_COMPILER_HALF
+// The compiler's own float -> half conversion rounds to nearest even.
 TEST(F16, MatchesCompilerConversionOnSampledFloats) {
   for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += 997) {
     const float f = bits_to_float(static_cast<uint32_t>(bits));
     if (std::isnan(f)) continue;
-    const _Float16 expected = static_cast<_Float16>(f);
+    const CompilerHalf expected = static_cast<CompilerHalf>(f);
     uint16_t expected_bits;
     std::memcpy(&expected_bits, &expected, sizeof(expected_bits));
     ASSERT_EQ(float_to_f16(f), expected_bits) << std::hex << bits;
