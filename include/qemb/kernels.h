@@ -151,6 +151,9 @@ const KernelSet& best_kernels();
 // One set per instruction set this machine supports and this build compiled,
 // best first (for tests and benchmarks).
 std::vector<KernelSet> all_supported_kernel_sets();
+// Every instruction set this build compiled kernels for, best first, whether
+// or not this CPU has it (the same names on every machine a binary runs on).
+std::vector<std::string> compiled_kernel_isas();
 // The set named `isa` (e.g. "AVX2"), or nullptr when unsupported here.
 const KernelSet* find_kernel_set(std::string_view isa);
 // Plain loops over the quantize.h inline functions: the reference.

@@ -1,10 +1,14 @@
 // The kernel registry: which sets exist, how they are named and chosen.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <set>
 #include <string>
 
 #include "hwy/targets.h"
+#if HWY_ARCH_ARM_A64 && defined(__linux__)
+#include <sys/auxv.h>
+#endif
 #include "qemb/kernels.h"
 
 namespace qemb {
@@ -60,6 +64,36 @@ TEST(KernelSetTest, X86BuildsOfferSse4AndAvx2WhereTheCpuHasThem) {
   }
 }
 #endif
+
+TEST(KernelSetTest, SupportedSetsAreCompiledOnesInTheSameOrder) {
+  const std::vector<std::string> compiled = compiled_kernel_isas();
+  ASSERT_FALSE(compiled.empty());
+  size_t next = 0;
+  for (const KernelSet& set : all_supported_kernel_sets()) {
+    while (next < compiled.size() && compiled[next] != set.isa) ++next;
+    EXPECT_LT(next, compiled.size()) << set.isa << " is supported but not compiled, or out of order";
+  }
+}
+
+#if HWY_ARCH_ARM_A64 && defined(__linux__)
+// What the kernel says the CPU has, read independently of Highway.
+TEST(KernelSetTest, ArmBuildsOfferNeonAlwaysAndSveWhereTheCpuHasIt) {
+  EXPECT_NE(find_kernel_set("NEON"), nullptr);  // ASIMD is part of every AArch64 CPU
+  const bool sve = (getauxval(AT_HWCAP) & HWCAP_SVE) != 0;
+  EXPECT_EQ(find_kernel_set("SVE") != nullptr, sve);
+  if (!sve) EXPECT_STREQ(best_kernels().isa, "NEON");
+}
+#endif
+
+// scripts/test-aarch64.sh names the sets each emulated CPU model must get, so
+// a wrong detection cannot pass as "fewer sets tested".
+TEST(KernelSetTest, SetsAreTheOnesExpectedForThisCpu) {
+  const char* expected = std::getenv("QEMB_EXPECT_KERNEL_SETS");
+  if (expected == nullptr) GTEST_SKIP() << "QEMB_EXPECT_KERNEL_SETS is not set";
+  std::string got;
+  for (const KernelSet& set : all_supported_kernel_sets()) got += (got.empty() ? "" : ",") + std::string(set.isa);
+  EXPECT_EQ(got, expected);
+}
 
 TEST(KernelSetTest, FindByIsa) {
   for (const KernelSet& set : all_supported_kernel_sets()) {

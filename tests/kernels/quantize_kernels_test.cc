@@ -107,7 +107,7 @@ TEST(QuantizeKernels, QuantizeMatchesScalarBitForBit) {
               std::vector<int8_t> got(dim + 8, 0x55);
               set.quantize_row_s8(w.data(), dim, s, got.data());
               for (size_t j = 0; j < dim; ++j)
-                ASSERT_EQ(got[j], quantize_weight(w[j], s, qmax)) << set.isa << " dim " << dim << " col " << j;
+                ASSERT_EQ(got[j], quantize_weight(w[j], s, qmax)) << set.isa << " dim " << dim << " kind " << kind << " scale " << s << " col " << j;
               EXPECT_EQ(got[dim], 0x55) << "wrote past the row";
             } else {
               const size_t bytes = (dim + 1) / 2;
@@ -116,7 +116,7 @@ TEST(QuantizeKernels, QuantizeMatchesScalarBitForBit) {
                 pack_int4(want.data(), static_cast<int64_t>(j), quantize_weight(w[j], s, qmax));
               set.quantize_row_s4(w.data(), dim, s, got.data());
               for (size_t k = 0; k < bytes; ++k)
-                ASSERT_EQ(got[k], want[k]) << set.isa << " dim " << dim << " byte " << k;
+                ASSERT_EQ(got[k], want[k]) << set.isa << " dim " << dim << " kind " << kind << " scale " << s << " byte " << k;
               EXPECT_EQ(got[bytes], 0xAA) << "wrote past the row";
             }
           }
