@@ -40,7 +40,7 @@ cmake --build "$native" -j2 --target qemb qemb_make_example
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
   -DCMAKE_PREFIX_PATH="$PWD/$build/deps/usr" \
-  -DQEMB_BUILD_TESTS=ON -DQEMB_BUILD_BENCH=OFF >/dev/null
+  -DQEMB_BUILD_TESTS=ON -DQEMB_BUILD_BENCH=OFF -DQEMB_ONNX_EXPORT=OFF >/dev/null
 cmake --build "$build" -j2
 
 x86=$native/qemb
