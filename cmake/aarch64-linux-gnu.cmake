@@ -10,11 +10,16 @@
 #   -DQEMB_CROSS_PREFIX=/path/to/android-arm64-prefix
 # (the NDK's clang knows its own sysroot; QEMB_CROSS_PREFIX is searched for
 # headers, libraries and CMake package files instead of the build machine).
+# The C compiler (the C API test) is the C++ one's sibling unless given.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 
 if(NOT CMAKE_CXX_COMPILER)
   set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
+endif()
+if(NOT CMAKE_C_COMPILER)
+  string(REGEX REPLACE "clang\\+\\+$" "clang" CMAKE_C_COMPILER "${CMAKE_CXX_COMPILER}")
+  string(REGEX REPLACE "g\\+\\+$" "gcc" CMAKE_C_COMPILER "${CMAKE_C_COMPILER}")
 endif()
 
 set(QEMB_CROSS_PREFIX "" CACHE PATH "Prefix of the dependencies built for the target (empty: Debian multiarch)")

@@ -29,7 +29,7 @@ sample=${QEMB_AARCH64_SAMPLE:-1}
 full_labels='kernels|cli|compiler|runtime'
 
 scripts/install-deps.sh
-scripts/install-deps.sh --aarch64 "$build/deps"
+scripts/install-deps.sh --aarch64
 
 # The build machine's qemb, for the cross-architecture check.
 if [[ ! -f "$native/build.ninja" ]]; then
@@ -39,7 +39,6 @@ cmake --build "$native" -j2 --target qemb qemb_make_example
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
-  -DCMAKE_PREFIX_PATH="$PWD/$build/deps/usr" \
   -DQEMB_BUILD_TESTS=ON -DQEMB_BUILD_BENCH=OFF -DQEMB_ONNX_EXPORT=OFF >/dev/null
 cmake --build "$build" -j2
 
