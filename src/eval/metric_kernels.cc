@@ -4,6 +4,12 @@
 #include <cmath>
 #include <cstring>
 
+// The partial sums need a compile-time lane count and arrays of vectors,
+// which SVE's sizeless, length-agnostic vectors do not have: an Arm CPU with
+// SVE runs the NEON version (every AArch64 CPU has NEON).
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
+#endif
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "eval/metric_kernels.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
