@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <system_error>
 #include <set>
 #include <thread>
@@ -329,8 +330,6 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   // and chunks are few enough that handing the file from one worker to the
   // next is rare.
   const int64_t chunk = row_chunk(dim);
-  const ReleaseWindows release_windows(src, chunk);
-  auto release_input = [&](int64_t begin, int64_t end) { release_windows.done(begin, end); };
   if (options.threads < 0)
     return make_error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per core)");
   const int threads = default_threads(options.threads);
@@ -375,42 +374,50 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
                       activation_encoding(-1.0f, 1.0f), target, lo_opts));
   const bool fold_to_u16 = out.mode == CompileMode::kMaterialize && u16_fold_op(trial.graph) >= 0;
 
-  // The only pass over the input: finiteness, the value range, the row
-  // scales and the packed rows, one row at a time so each decoded row is
-  // still in cache when it is quantized (a row's scale needs only the row).
-  // The packed rows go to the artifact as they are made, unless they are to
-  // be folded into a uint16 table, which needs the whole table's range first:
-  // then they wait in memory (0.5 or 1 byte a value) for the second pass.
-  TableOutput packed(row_bytes, rows, fold_to_u16 ? nullptr : stream);
+  // The first pass over the input: finiteness, the value range, the row
+  // scales and (unless folding) the packed rows, one row at a time so each
+  // decoded row is still in cache when it is quantized (a row's scale needs
+  // only the row). The packed rows go to the artifact as they are made. A
+  // fold into a uint16 table needs the whole table's range before its first
+  // row, so there this pass only measures, and the second pass reads the
+  // input again and quantizes and folds each chunk while it is in cache:
+  // reading the mapped input twice costs less than holding the packed table
+  // (0.5 or 1 byte a value) in fresh memory, whose first touch was a fifth of
+  // the materialized compile's time on a VM.
+  std::optional<TableOutput> packed;
+  if (!fold_to_u16) packed.emplace(row_bytes, rows, stream);
   std::vector<float> scales(static_cast<size_t>(rows));
   std::mutex range_mu;
   float lo = INFINITY, hi = -INFINITY;
-  QEMB_RETURN_IF_ERROR(parallel_rows(rows, chunk, threads, "scan", options.progress, [&](int, int64_t begin, int64_t end) -> Status {
-    // Declared where each worker runs: a thread_local declared in the caller
-    // is never destroyed in threads that do not pass its declaration (GCC),
-    // which leaked one buffer per worker per compile (LeakSanitizer).
-    thread_local std::vector<float> row;
-    row.resize(static_cast<size_t>(dim));
-    float clo = INFINITY, chi = -INFINITY;
-    uint8_t* dst = packed.rows_at(begin, end);
-    for (int64_t r = begin; r < end; ++r) {
-      QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
-      RowStats st;
-      const int64_t bad = qk.row_stats_f32(row.data(), static_cast<size_t>(dim), &st);
-      if (bad >= 0) return non_finite_error(row[static_cast<size_t>(bad)], r, bad);
-      clo = std::min(clo, st.min);
-      chi = std::max(chi, st.max);
-      const float s = row_scale_from_amax(st.amax, qmax);
-      scales[static_cast<size_t>(r)] = s;
-      quantize_row(row.data(), s, dst + static_cast<size_t>(r - begin) * row_bytes);
-    }
-    QEMB_RETURN_IF_ERROR(packed.commit(begin, end, dst));
-    release_input(begin, end);
-    std::lock_guard<std::mutex> lock(range_mu);
-    lo = std::min(lo, clo);
-    hi = std::max(hi, chi);
-    return Status::Ok();
-  }, [&](int64_t begin, const Status& why) { packed.abort(begin, why); }));
+  {
+    const ReleaseWindows release_windows(src, chunk);
+    QEMB_RETURN_IF_ERROR(parallel_rows(rows, chunk, threads, "scan", options.progress, [&](int, int64_t begin, int64_t end) -> Status {
+      // Declared where each worker runs: a thread_local declared in the caller
+      // is never destroyed in threads that do not pass its declaration (GCC),
+      // which leaked one buffer per worker per compile (LeakSanitizer).
+      thread_local std::vector<float> row;
+      row.resize(static_cast<size_t>(dim));
+      float clo = INFINITY, chi = -INFINITY;
+      uint8_t* dst = packed ? packed->rows_at(begin, end) : nullptr;
+      for (int64_t r = begin; r < end; ++r) {
+        QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
+        RowStats st;
+        const int64_t bad = qk.row_stats_f32(row.data(), static_cast<size_t>(dim), &st);
+        if (bad >= 0) return non_finite_error(row[static_cast<size_t>(bad)], r, bad);
+        clo = std::min(clo, st.min);
+        chi = std::max(chi, st.max);
+        const float s = row_scale_from_amax(st.amax, qmax);
+        scales[static_cast<size_t>(r)] = s;
+        if (dst != nullptr) quantize_row(row.data(), s, dst + static_cast<size_t>(r - begin) * row_bytes);
+      }
+      if (packed) QEMB_RETURN_IF_ERROR(packed->commit(begin, end, dst));
+      release_windows.done(begin, end);
+      std::lock_guard<std::mutex> lock(range_mu);
+      lo = std::min(lo, clo);
+      hi = std::max(hi, chi);
+      return Status::Ok();
+    }, [&](int64_t begin, const Status& why) { if (packed) packed->abort(begin, why); }));
+  }
 
   if (options.calibration_tokens) {
     QEMB_ASSIGN_OR_RETURN(out.act, calibration_encoding(src, *options.calibration_tokens));
@@ -419,7 +426,9 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   }
 
   QEMB_ASSIGN_OR_RETURN(LoweredEmbedding lowered,
-                        lower_embedding(weight_tensor_of(scales, std::const_pointer_cast<Buffer>(packed.buffer())),
+                        lower_embedding(weight_tensor_of(scales, packed ? std::const_pointer_cast<Buffer>(packed->buffer())
+                                                                : std::make_shared<PendingBuffer>(
+                                                                      row_bytes * static_cast<size_t>(rows))),
                                         out.act, target, lo_opts));
   out.pattern = lowered.pattern;
   out.pattern_reason = lowered.reason;
@@ -430,24 +439,37 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
 
   if (fold_to_u16) {
     // Materialized optimized pattern: the folded Convert is exactly
-    // requant_gather_s{4,8}_u16 over every id, run chunk by chunk over the
-    // packed rows in memory, the uint16 rows streamed out as they are made.
+    // requant_gather_s{4,8}_u16 over every id. Each chunk of rows is read
+    // again, quantized into a small packed buffer and gathered from there,
+    // the uint16 rows streamed out as they are made.
     const Tensor& folded_out = *graph.find_tensor(graph.ops[static_cast<size_t>(convert)].outputs[0]);
     const size_t table_row_bytes = static_cast<size_t>(dim) * 2;
     TableOutput table(table_row_bytes, rows, stream);
     const KernelSet& kernels = best_kernels();
-    RequantGatherParams params;
-    params.weights = packed.buffer()->data();
-    params.row_scales = scales.data();
-    params.dim = static_cast<size_t>(dim);
-    params.act = ActivationEncoding{folded_out.encoding.scale, -folded_out.encoding.offset};
+    const ActivationEncoding act{folded_out.encoding.scale, -folded_out.encoding.offset};
     const RequantGatherU16Fn gather = bits == 4 ? kernels.requant_gather_s4_u16 : kernels.requant_gather_s8_u16;
+    const ReleaseWindows release_windows(src, chunk);
     QEMB_RETURN_IF_ERROR(parallel_rows(rows, chunk, threads, "quantize", options.progress, [&](int, int64_t begin, int64_t end) -> Status {
-      thread_local std::vector<int64_t> ids;  // see the scan pass
-      ids.resize(static_cast<size_t>(end - begin));
-      for (int64_t r = begin; r < end; ++r) ids[static_cast<size_t>(r - begin)] = r;
+      thread_local std::vector<float> row;  // see the scan pass
+      thread_local std::vector<uint8_t> chunk_rows;
+      thread_local std::vector<int64_t> ids;
+      const size_t n = static_cast<size_t>(end - begin);
+      row.resize(static_cast<size_t>(dim));
+      chunk_rows.resize(n * row_bytes);
+      ids.resize(n);
+      for (int64_t r = begin; r < end; ++r) {
+        QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
+        quantize_row(row.data(), scales[static_cast<size_t>(r)], chunk_rows.data() + static_cast<size_t>(r - begin) * row_bytes);
+        ids[static_cast<size_t>(r - begin)] = r - begin;
+      }
+      release_windows.done(begin, end);
+      RequantGatherParams params;
+      params.weights = chunk_rows.data();
+      params.row_scales = scales.data() + begin;
+      params.dim = static_cast<size_t>(dim);
+      params.act = act;
       uint8_t* dst = table.rows_at(begin, end);
-      gather(params, ids.data(), ids.size(), reinterpret_cast<uint16_t*>(dst));
+      gather(params, ids.data(), n, reinterpret_cast<uint16_t*>(dst));
       return table.commit(begin, end, dst);
     }, [&](int64_t begin, const Status& why) { table.abort(begin, why); }));
     out.runtime_graph = graph;
