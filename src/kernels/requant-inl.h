@@ -209,8 +209,11 @@ HWY_INLINE hn::Vec<DF> LegacyRequantized(DF df, hn::Vec<DF> x, const LegacyVec<D
 }
 
 // quantize_weight for dim values: clamp(rne(w * inv(s)), -qmax, qmax). The
-// clamp runs in float on an integer-valued float with clamp_to_int's order
-// (NaN -> -qmax), so the int8 is exactly the scalar one.
+// product is clamped first (NaN -> -qmax, clamp_to_int's order); as qmax is an
+// integer, rounding after the clamp gives the same value. Then t + 1.5 * 2^23
+// lies where the float spacing is 1, so the FPU's addition rounds t to nearest
+// even and the sum's bits minus those of 1.5 * 2^23 are rne(t) as an integer:
+// no rounding instruction and no float->int conversion with its fix-up.
 HWY_INLINE void QuantizeToInt8(const float* HWY_RESTRICT row, size_t dim, float row_scale, int qmax,
                                int8_t* HWY_RESTRICT out) {
   const hn::ScalableTag<float> df;
@@ -221,11 +224,13 @@ HWY_INLINE void QuantizeToInt8(const float* HWY_RESTRICT row, size_t dim, float 
   const auto vinv = hn::Set(df, inv_scale);
   const auto vhi = hn::Set(df, static_cast<float>(qmax));
   const auto vlo = hn::Set(df, static_cast<float>(-qmax));
+  const auto magic = hn::Set(df, 12582912.0f);  // 1.5 * 2^23
+  const auto magic_bits = hn::Set(di, 0x4B400000);
   size_t j = 0;
   for (; j + N <= dim; j += N) {
-    const auto r = RoundHalfEven(df, hn::Mul(hn::LoadU(df, row + j), vinv));
-    const auto c = hn::Min(MaxOrLowerIfNaN<decltype(df)>(r, vlo), vhi);
-    hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, c)), d8, out + j);
+    const auto t = hn::Min(MaxOrLowerIfNaN<decltype(df)>(hn::Mul(hn::LoadU(df, row + j), vinv), vlo), vhi);
+    const auto q = hn::Sub(hn::BitCast(di, hn::Add(t, magic)), magic_bits);
+    hn::StoreU(hn::DemoteTo(d8, q), d8, out + j);
   }
   for (; j < dim; ++j) out[j] = quantize_weight(row[j], row_scale, qmax);
 }
