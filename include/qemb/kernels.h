@@ -1,7 +1,7 @@
 // Lookup microkernels: gathers over a materialized uint16 table, fused
 // requantizing gathers over a per-row-quantized (PCQ) table, and pooled
 // (EmbeddingBag) reductions over either, each bit-identical to the scalar
-// formulas of qemb/quantize.h and docs/numeric-contract.md.
+// formulas of qemb/numeric.h and docs/numeric-contract.md.
 //
 // Every kernel processes `n` already-validated row ids (0 <= id < V; checking
 // them is the caller's job) and writes `n` rows of `dim` values into a caller
@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "qemb/quantize.h"
+#include "qemb/numeric.h"
 
 namespace qemb {
 
@@ -156,7 +156,7 @@ std::vector<KernelSet> all_supported_kernel_sets();
 std::vector<std::string> compiled_kernel_isas();
 // The set named `isa` (e.g. "AVX2"), or nullptr when unsupported here.
 const KernelSet* find_kernel_set(std::string_view isa);
-// Plain loops over the quantize.h inline functions: the reference.
+// Plain loops over the numeric.h inline functions: the reference.
 const KernelSet& scalar_reference_kernels();
 
 // "requant_gather_s4_u16" etc.

@@ -1,7 +1,7 @@
 // Quantization microkernels for the compiler (docs/numeric-contract.md, "Weights"): row statistics with
 // a finiteness check, and per-row symmetric quantization into the weight's
 // storage layout. Each is bit-identical to the scalar contract of
-// qemb/quantize.h (weight_row_scale, quantize_weight, min_max); one set per
+// qemb/numeric.h (weight_row_scale, quantize_weight) and quantize.h (min_max); one set per
 // Highway target, chosen at run time.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "qemb/quantize.h"
+#include "qemb/numeric.h"
 
 namespace qemb {
 
@@ -30,19 +30,12 @@ using QuantizeRowS8Fn = void (*)(const float* row, size_t dim, float row_scale, 
 // The same with qmax = 7 into ceil(dim/2) bytes of packed nibbles (qemb/ir.h:
 // column 2k low nibble, 2k+1 high nibble); an odd row's padding nibble is 0.
 using QuantizeRowS4Fn = void (*)(const float* row, size_t dim, float row_scale, uint8_t* out);
-// Widens `count` little-endian BF16 or F16 values (2 bytes each, any
-// alignment) to float32, bit-exactly as qemb/half.h (NaN stays NaN, payload
-// aside): checkpoints are decoded a row at a time while the row is in cache.
-using DecodeHalfFn = void (*)(const uint8_t* src, size_t count, float* out);
-
 struct QuantizeKernelSet {
   const char* isa = "";    // hwy::TargetName, or "REFERENCE"
   int64_t hwy_target = 0;  // 0 for the reference
   RowStatsF32Fn row_stats_f32 = nullptr;
   QuantizeRowS8Fn quantize_row_s8 = nullptr;
   QuantizeRowS4Fn quantize_row_s4 = nullptr;
-  DecodeHalfFn decode_bf16 = nullptr;
-  DecodeHalfFn decode_f16 = nullptr;
 };
 
 // weight_row_scale() from a row's amax: max(amax / (float)qmax, eps).
@@ -55,7 +48,7 @@ const QuantizeKernelSet& best_quantize_kernels();
 // One set per instruction set this machine supports and this build compiled,
 // best first (tests and benchmarks).
 std::vector<QuantizeKernelSet> all_quantize_kernel_sets();
-// Plain loops over the quantize.h functions.
+// Plain loops over the numeric.h functions.
 const QuantizeKernelSet& reference_quantize_kernels();
 
 }  // namespace qemb

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qemb/artifact.h"
-#include "qemb/quantize.h"
+#include "qemb/numeric.h"
 
 namespace qemb {
 

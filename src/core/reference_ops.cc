@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "qemb/quantize.h"
+#include "qemb/numeric.h"
 
 namespace qemb {
 

@@ -30,7 +30,7 @@ double sqnr_db(double signal, double noise) {
 
 // One row's deployed values: y (dequantized output), w (the dequantized
 // weight the activation quantizer receives) and the uint16 output level.
-// Exactly the quantize.h functions, so the runtime reproduces them bit for bit.
+// Exactly the numeric.h functions, so the runtime reproduces them bit for bit.
 void deployed_row(const PcqTable& t, int64_t r, Pattern pattern, const ActivationEncoding& act, float max_scale,
                   int qmax, float* y) {
   const float s = t.scales[static_cast<size_t>(r)];

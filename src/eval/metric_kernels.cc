@@ -225,7 +225,7 @@ size_t pattern_row(const float* x, const int8_t* q, size_t dim, int qmax, const 
   return n_slow;
 }
 
-// The quantize.h formulas in float vectors (requant-inl.h), over
+// The numeric.h formulas in float vectors (requant-inl.h), over
 // q = -qmax .. qmax; the lanes past 2 * qmax + 1 are scratch.
 void pattern_tables(bool legacy, float row_scale, float max_scale, int qmax, const ActivationEncoding& act,
                     float* y, float* w) {

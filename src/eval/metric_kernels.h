@@ -70,7 +70,7 @@ using PatternRowFn = size_t (*)(const float* x, const int8_t* q, size_t dim, int
                                 uint32_t* slow);
 
 // y and w of a pattern for q = -qmax .. qmax at index q + qmax, exactly the
-// quantize.h formulas; y and w hold kPatternTableSize floats.
+// numeric.h formulas; y and w hold kPatternTableSize floats.
 inline constexpr size_t kPatternTableSize = 256 + 64;
 using PatternTablesFn = void (*)(bool legacy, float row_scale, float max_scale, int qmax,
                                  const ActivationEncoding& act, float* y, float* w);

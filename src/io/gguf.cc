@@ -8,7 +8,7 @@
 #include "qemb/file.h"
 #include "qemb/half.h"
 #include "qemb/ir.h"
-#include "qemb/quantize_kernels.h"
+#include "qemb/half_kernels.h"
 
 namespace qemb {
 namespace {
@@ -160,9 +160,9 @@ void decode_rows(const GgufTensor& t, const uint8_t* src, size_t count, float* o
   if (t.type == "F32") {
     std::memcpy(out, src, count * sizeof(float));
   } else if (t.type == "F16") {
-    best_quantize_kernels().decode_f16(src, count, out);
+    best_half_kernels().decode_f16(src, count, out);
   } else if (t.type == "BF16") {
-    best_quantize_kernels().decode_bf16(src, count, out);
+    best_half_kernels().decode_bf16(src, count, out);
   } else if (t.type == "Q8_0") {
     for (size_t b = 0; b < count / 32; ++b, src += 34) {
       uint16_t h;

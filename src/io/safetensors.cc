@@ -13,7 +13,7 @@
 #include "qemb/json_text.h"
 #include "qemb/strings.h"
 #include "qemb/half.h"
-#include "qemb/quantize_kernels.h"
+#include "qemb/half_kernels.h"
 
 namespace qemb {
 namespace {
@@ -171,9 +171,9 @@ void decode_to_float(const uint8_t* src, const std::string& dtype, size_t count,
   if (dtype == "F32") {
     std::memcpy(out, src, count * sizeof(float));
   } else if (dtype == "F16") {
-    best_quantize_kernels().decode_f16(src, count, out);
+    best_half_kernels().decode_f16(src, count, out);
   } else {  // BF16
-    best_quantize_kernels().decode_bf16(src, count, out);
+    best_half_kernels().decode_bf16(src, count, out);
   }
 }
 

@@ -18,7 +18,7 @@
 #include "kernels/requant-inl.h"
 #include "qemb/half.h"
 #include "qemb/kernels.h"
-#include "qemb/quantize.h"
+#include "qemb/numeric.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qemb {

@@ -11,9 +11,8 @@
 
 #include "hwy/highway.h"
 #include "kernels/requant-inl.h"
-#include "qemb/half.h"
 #include "qemb/ir.h"
-#include "qemb/quantize.h"
+#include "qemb/numeric.h"
 #include "qemb/quantize_kernels.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -94,77 +93,20 @@ void quantize_row_s4(const float* row, size_t dim, float row_scale, uint8_t* out
   }
 }
 
-// BF16 is the top half of a float32: widen and shift.
-void decode_bf16(const uint8_t* src, size_t count, float* out) {
-  const hn::ScalableTag<uint32_t> du32;
-  const hn::Rebind<uint16_t, decltype(du32)> du16;
-  const hn::RebindToFloat<decltype(du32)> df;
-  const size_t N = hn::Lanes(du32);
-  const uint16_t* in = reinterpret_cast<const uint16_t*>(src);  // loaded with LoadU only
-  size_t i = 0;
-  for (; i + N <= count; i += N) {
-    const auto wide = hn::PromoteTo(du32, hn::LoadU(du16, in + i));
-    hn::StoreU(hn::BitCast(df, hn::ShiftLeft<16>(wide)), df, out + i);
-  }
-  for (; i < count; ++i) {
-    const uint32_t bits = static_cast<uint32_t>(src[2 * i] | (src[2 * i + 1] << 8)) << 16;
-    std::memcpy(out + i, &bits, 4);
-  }
-}
-
-// F16 with integer ops and one exact multiply, on every target alike
-// (Highway 1.0.3's emulated PromoteTo turns F16 infinity into 65536): the
-// magnitude bits moved up into a float's place, scaled by 2^112, give every
-// normal and subnormal half exactly; exponent 31 becomes infinity or NaN.
-void decode_f16(const uint8_t* src, size_t count, float* out) {
-  const hn::ScalableTag<uint32_t> du32;
-  const hn::Rebind<uint16_t, decltype(du32)> du16;
-  const hn::RebindToFloat<decltype(du32)> df;
-  const size_t N = hn::Lanes(du32);
-  const uint16_t* in = reinterpret_cast<const uint16_t*>(src);  // loaded with LoadU only
-  const auto magnitude_mask = hn::Set(du32, 0x7FFFu), exponent_mask = hn::Set(du32, 0x7C00u);
-  const auto scale = hn::Set(df, 0x1p112f);
-  const auto infinity = hn::Set(du32, 0x7F800000u);
-  size_t i = 0;
-  for (; i + N <= count; i += N) {
-    const auto h = hn::PromoteTo(du32, hn::LoadU(du16, in + i));
-    const auto magnitude = hn::And(h, magnitude_mask);
-    const auto shifted = hn::ShiftLeft<13>(magnitude);
-    const auto finite = hn::BitCast(du32, hn::Mul(hn::BitCast(df, shifted), scale));
-    const auto special = hn::Or(infinity, shifted);  // exponent 31: inf (mantissa 0) or NaN
-    const auto value = hn::IfThenElse(hn::Eq(hn::And(h, exponent_mask), exponent_mask), special, finite);
-    const auto sign = hn::ShiftLeft<16>(hn::AndNot(magnitude_mask, h));
-    hn::StoreU(hn::BitCast(df, hn::Or(value, sign)), df, out + i);
-  }
-  for (; i < count; ++i) out[i] = f16_to_float(static_cast<uint16_t>(src[2 * i] | (src[2 * i + 1] << 8)));
-}
-
 }  // namespace HWY_NAMESPACE
 }  // namespace qemb
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "kernels/dispatch.h"
+
 namespace qemb {
 
 HWY_EXPORT(row_stats_f32);
 HWY_EXPORT(quantize_row_s8);
 HWY_EXPORT(quantize_row_s4);
-HWY_EXPORT(decode_bf16);
-HWY_EXPORT(decode_f16);
 
 namespace {
-
-// The slot of `target` in the HWY_EXPORT tables (as in gather_kernels.cc).
-size_t dispatch_index(int64_t target) {
-#if (HWY_TARGETS & (HWY_TARGETS - 1)) == 0
-  (void)target;
-  return 0;
-#else
-  const int64_t mask = (HWY_CHOSEN_TARGET_SHIFT(target) | HWY_CHOSEN_TARGET_MASK_SCALAR) &
-                       HWY_CHOSEN_TARGET_MASK_TARGETS;
-  return hwy::Num0BitsBelowLS1Bit_Nonzero64(static_cast<uint64_t>(mask));
-#endif
-}
 
 std::vector<QuantizeKernelSet> build_sets() {
   std::vector<QuantizeKernelSet> sets;
@@ -176,9 +118,7 @@ std::vector<QuantizeKernelSet> build_sets() {
     set.row_stats_f32 = HWY_DISPATCH_TABLE(row_stats_f32)[index];
     set.quantize_row_s8 = HWY_DISPATCH_TABLE(quantize_row_s8)[index];
     set.quantize_row_s4 = HWY_DISPATCH_TABLE(quantize_row_s4)[index];
-    set.decode_bf16 = HWY_DISPATCH_TABLE(decode_bf16)[index];
-    set.decode_f16 = HWY_DISPATCH_TABLE(decode_f16)[index];
-    if (set.row_stats_f32 && set.quantize_row_s8 && set.quantize_row_s4 && set.decode_bf16 && set.decode_f16)
+    if (set.row_stats_f32 && set.quantize_row_s8 && set.quantize_row_s4)
       sets.push_back(set);
   }
   if (sets.empty()) sets.push_back(reference_quantize_kernels());
@@ -213,14 +153,6 @@ void reference_quantize_s4(const float* row, size_t dim, float row_scale, uint8_
   for (size_t j = 0; j < dim; ++j) pack_int4(out, static_cast<int64_t>(j), quantize_weight(row[j], row_scale, 7));
 }
 
-void reference_decode_bf16(const uint8_t* src, size_t count, float* out) {
-  for (size_t i = 0; i < count; ++i) out[i] = bf16_to_float(static_cast<uint16_t>(src[2 * i] | (src[2 * i + 1] << 8)));
-}
-
-void reference_decode_f16(const uint8_t* src, size_t count, float* out) {
-  for (size_t i = 0; i < count; ++i) out[i] = f16_to_float(static_cast<uint16_t>(src[2 * i] | (src[2 * i + 1] << 8)));
-}
-
 }  // namespace
 
 const QuantizeKernelSet& best_quantize_kernels() { return sets().front(); }
@@ -233,8 +165,6 @@ const QuantizeKernelSet& reference_quantize_kernels() {
     s.row_stats_f32 = reference_row_stats;
     s.quantize_row_s8 = reference_quantize_s8;
     s.quantize_row_s4 = reference_quantize_s4;
-    s.decode_bf16 = reference_decode_bf16;
-    s.decode_f16 = reference_decode_f16;
     return s;
   }();
   return set;

@@ -1,11 +1,11 @@
-// The reference kernels: plain loops over the quantize.h inline functions.
+// The reference kernels: plain loops over the numeric.h inline functions.
 // Every vector kernel is tested against these, bit for bit.
 #include <cstring>
 
 #include "qemb/half.h"
 #include "qemb/ir.h"
 #include "qemb/kernels.h"
-#include "qemb/quantize.h"
+#include "qemb/numeric.h"
 
 namespace qemb {
 namespace {

@@ -1,4 +1,4 @@
-// Vector forms of the quantize.h formulas, one copy per Highway target.
+// Vector forms of the numeric.h formulas, one copy per Highway target.
 // Each is bit-identical to its scalar counterpart; the comments say why.
 //
 // Included by kernels/gather_kernels.cc, kernels/quantize_kernels.cc and
@@ -12,7 +12,7 @@
 #endif
 
 #include "hwy/highway.h"
-#include "qemb/quantize.h"
+#include "qemb/numeric.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qemb {
@@ -85,7 +85,7 @@ HWY_INLINE hn::Vec<DF> MaxOrLowerIfNaN(hn::Vec<DF> v, hn::Vec<DF> lo) {
 }
 
 // q16(x) as an integer-valued float in [0, 65535].
-// quantize.h computes clamp(clamp_to_int(rne(x * inv_sa), -2^20, 2^20) + zp,
+// numeric.h computes clamp(clamp_to_int(rne(x * inv_sa), -2^20, 2^20) + zp,
 // 0, 65535) in int32. Here r + zp is added in float and clamped in float:
 //  - for |r + zp| < 2^24 the float sum is the exact integer;
 //  - beyond the inner ±2^20 clamp (or for ±inf) both forms saturate to the
@@ -104,7 +104,7 @@ HWY_INLINE hn::Vec<DF> Q16(DF df, hn::Vec<DF> x, const ActivationVec<DF>& a) {
 // to 0); then t + 1.5 * 2^23 lies in [2^23, 2^24], where the float spacing is
 // 1, so the FPU's addition rounds t to nearest even and the sum's bits minus
 // those of 1.5 * 2^23 are rne(t) as an integer. Adding zp in int32 and
-// saturating to [0, 65535] matches quantize.h: beyond its inner +-2^20 clamp
+// saturating to [0, 65535] matches numeric.h: beyond its inner +-2^20 clamp
 // both forms reach the same end, since 0 <= zp <= 65535.
 template <class DF>
 struct Q16IntVec {

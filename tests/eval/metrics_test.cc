@@ -247,7 +247,7 @@ TEST(Metrics, FirstPercentileIsNearestRank) {
   }
 }
 
-// The metrics re-computed here, plainly, from the quantize.h formulas.
+// The metrics re-computed here, plainly, from the numeric.h formulas.
 TEST(Metrics, MatchAnIndependentComputationOnARandomTable) {
   const int64_t rows = 300, dim = 24;
   const std::vector<float> table = qemb::testing::spread_table(rows, dim, 42);
