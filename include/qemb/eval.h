@@ -54,10 +54,6 @@ namespace qemb {
 Status deployed_rows(const PcqTable& table, const ActivationEncoding& act, Pattern pattern,
                      int64_t row_begin, int64_t row_end, float* out);
 
-// The pattern a compile with `requested` would emit for `target` and `scheme`,
-// with the reason and the same validation errors (asks the lowering itself).
-Result<LoweredEmbedding> resolve_pattern(Pattern requested, const TargetVersion& target, Scheme scheme);
-
 // ---- metrics -----------------------------------------------------------------
 
 struct RowError {

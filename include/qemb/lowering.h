@@ -22,6 +22,17 @@ Result<Pattern> parse_pattern(const std::string& s);
 // combination, the version it needs and the target's version.
 Status validate_for_target(const Graph& graph, const std::optional<SdkVersion>& target);
 
+// The one pattern decision: auto picks optimized for a target SDK >= 2.48 and
+// legacy for an older or unknown one; a forced pattern is kept. A forced
+// optimized pattern on a known older target is refused with the validator's
+// message, naming the Convert op of the node `name`.
+struct PatternChoice {
+  Pattern pattern = Pattern::kLegacy;  // optimized | legacy (never auto)
+  std::string reason;                  // why this pattern, for the user
+};
+Result<PatternChoice> choose_pattern(Pattern requested, const TargetVersion& target,
+                                     const std::string& name = "embedding");
+
 struct EmbeddingLoweringOptions {
   std::string name = "embedding";  // node name N
   Pattern pattern = Pattern::kAuto;

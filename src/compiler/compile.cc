@@ -363,16 +363,11 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
     weight.data = std::move(data);
     return weight;
   };
-  // The graph's shape depends only on the target, the options and the table's
-  // size, so a trial lowering (placeholder scales and range) tells before any
-  // row is read what the compile produces, and a target that refuses a forced
-  // pattern fails at once instead of after the long part.
-  QEMB_ASSIGN_OR_RETURN(
-      LoweredEmbedding trial,
-      lower_embedding(weight_tensor_of(std::vector<float>(static_cast<size_t>(rows), 1.0f),
-                                       std::make_shared<PendingBuffer>(row_bytes * static_cast<size_t>(rows))),
-                      activation_encoding(-1.0f, 1.0f), target, lo_opts));
-  const bool fold_to_u16 = out.mode == CompileMode::kMaterialize && u16_fold_op(trial.graph) >= 0;
+  // Decided before any row is read: a target that refuses a forced pattern
+  // fails at once instead of after the long part.
+  if (lo_opts.name.empty()) return make_error(ErrorCode::kInvalidArgument, "embedding node name is empty");
+  QEMB_ASSIGN_OR_RETURN(const PatternChoice choice, choose_pattern(options.pattern, target, lo_opts.name));
+  const bool fold_to_u16 = out.mode == CompileMode::kMaterialize && choice.pattern == Pattern::kOptimized;
 
   // The first pass over the input: finiteness, the value range, the row
   // scales and (unless folding) the packed rows, one row at a time so each
@@ -435,7 +430,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   Graph& graph = lowered.graph;
   const int convert = fold_to_u16 ? u16_fold_op(graph) : -1;
   if (fold_to_u16 && convert < 0)
-    return make_error(ErrorCode::kInternal, "the lowered graph differs from the trial lowering");
+    return make_error(ErrorCode::kInternal, "the optimized lowering has no Convert to fold");
 
   if (fold_to_u16) {
     // Materialized optimized pattern: the folded Convert is exactly

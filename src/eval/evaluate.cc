@@ -122,19 +122,6 @@ Status deployed_rows(const PcqTable& table, const ActivationEncoding& act, Patte
   return Status::Ok();
 }
 
-Result<LoweredEmbedding> resolve_pattern(Pattern requested, const TargetVersion& target, Scheme scheme) {
-  // The lowering decides and validates; a one-value table keeps it cheap.
-  PcqTable probe;
-  probe.rows = 1;
-  probe.dim = 1;
-  probe.scheme = scheme;
-  probe.scales = {1.0f};
-  probe.q = {0};
-  EmbeddingLoweringOptions options;
-  options.pattern = requested;
-  return lower_embedding(probe, ActivationEncoding{}, target, options);
-}
-
 Result<std::vector<Scheme>> parse_eval_schemes(const std::string& text) {
   if (text == "all") return std::vector<Scheme>{Scheme::k16a4w, Scheme::k16a8w};
   Result<Scheme> one = parse_scheme(text);
@@ -441,7 +428,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
   }
   for (size_t si = 0; si < n_schemes; ++si) {
     const Scheme scheme = options.schemes[si];
-    Result<LoweredEmbedding> deployed = resolve_pattern(Pattern::kAuto, target, scheme);
+    Result<PatternChoice> deployed = choose_pattern(Pattern::kAuto, target);
     if (deployed.ok() && !report.has_deployed_pattern) {
       report.deployed_pattern = deployed->pattern;
       report.deployed_reason = deployed->reason;
@@ -503,7 +490,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
   if (!report.has_deployed_pattern) {
     // Neither pattern validates for the target with --pattern auto; say so
     // instead of claiming one.
-    Result<LoweredEmbedding> why = resolve_pattern(Pattern::kAuto, target, options.schemes.front());
+    Result<PatternChoice> why = choose_pattern(Pattern::kAuto, target);
     report.deployed_reason = why.ok() ? "" : "no pattern validates for the target: " + why.error().message;
   }
   return report;
@@ -541,7 +528,7 @@ Result<FakeQuantResult> fakequant_table(const float* table, int64_t rows, int64_
   FakeQuantResult r;
   r.rows = rows;
   r.dim = dim;
-  QEMB_ASSIGN_OR_RETURN(LoweredEmbedding resolved, resolve_pattern(options.pattern, target, options.scheme));
+  QEMB_ASSIGN_OR_RETURN(PatternChoice resolved, choose_pattern(options.pattern, target));
   r.pattern = resolved.pattern;
   r.pattern_reason = resolved.reason;
   QEMB_ASSIGN_OR_RETURN(r.act, observe_activation(table, rows, dim, options.calibration_tokens));

@@ -3,6 +3,8 @@
 
 #include "qemb/lowering.h"
 
+#include "lowering/validator.h"
+
 namespace qemb {
 
 const char* to_string(Pattern p) {
@@ -133,6 +135,39 @@ std::string how_to_get_optimized() {
 
 }  // namespace
 
+Result<PatternChoice> choose_pattern(Pattern requested, const TargetVersion& target, const std::string& name) {
+  const SdkVersion needed = optimized_pattern_min_version();
+  const std::string version_text =
+      target.version ? target.version->to_string() + " [" + target.source + "]" : "unknown";
+  PatternChoice out;
+  switch (requested) {
+    case Pattern::kOptimized:
+      if (target.version && *target.version < needed) return convert_needs_newer_sdk(name + "_convert", *target.version);
+      out.pattern = Pattern::kOptimized;
+      out.reason = "forced with --pattern optimized; target SDK " + version_text;
+      break;
+    case Pattern::kLegacy:
+      out.pattern = Pattern::kLegacy;
+      out.reason = "forced with --pattern legacy; target SDK " + version_text;
+      break;
+    case Pattern::kAuto:
+      if (!target.version) {
+        out.pattern = Pattern::kLegacy;
+        out.reason = "target SDK version unknown (" + target.unknown_reason + "); " + how_to_get_optimized();
+      } else if (*target.version >= needed) {
+        out.pattern = Pattern::kOptimized;
+        out.reason = "target SDK " + version_text + " >= " + needed.to_string() +
+                     " supports Convert on per-channel weights";
+      } else {
+        out.pattern = Pattern::kLegacy;
+        out.reason = "target SDK " + version_text + " < " + needed.to_string() +
+                     ", which the optimized pattern needs; " + how_to_get_optimized();
+      }
+      break;
+  }
+  return out;
+}
+
 Result<LoweredEmbedding> lower_embedding(const PcqTable& table, const ActivationEncoding& act,
                                          const TargetVersion& target,
                                          const EmbeddingLoweringOptions& options) {
@@ -170,36 +205,10 @@ Result<LoweredEmbedding> lower_embedding(Tensor weight, const ActivationEncoding
                       "embedding table is empty (" + std::to_string(weight.shape[0]) + " x " +
                           std::to_string(weight.shape[1]) + ")");
   const std::string& n = options.name;
-  const SdkVersion needed = optimized_pattern_min_version();
-  const std::string version_text =
-      target.version ? target.version->to_string() + " [" + target.source + "]" : "unknown";
-
+  QEMB_ASSIGN_OR_RETURN(const PatternChoice choice, choose_pattern(options.pattern, target, n));
   LoweredEmbedding out;
-  switch (options.pattern) {
-    case Pattern::kOptimized:
-      out.pattern = Pattern::kOptimized;
-      out.reason = "forced with --pattern optimized; target SDK " + version_text;
-      break;
-    case Pattern::kLegacy:
-      out.pattern = Pattern::kLegacy;
-      out.reason = "forced with --pattern legacy; target SDK " + version_text;
-      break;
-    case Pattern::kAuto:
-      if (!target.version) {
-        out.pattern = Pattern::kLegacy;
-        out.reason = "target SDK version unknown (" + target.unknown_reason + "); " +
-                     how_to_get_optimized();
-      } else if (*target.version >= needed) {
-        out.pattern = Pattern::kOptimized;
-        out.reason = "target SDK " + version_text + " >= " + needed.to_string() +
-                     " supports Convert on per-channel weights";
-      } else {
-        out.pattern = Pattern::kLegacy;
-        out.reason = "target SDK " + version_text + " < " + needed.to_string() +
-                     ", which the optimized pattern needs; " + how_to_get_optimized();
-      }
-      break;
-  }
+  out.pattern = choice.pattern;
+  out.reason = choice.reason;
   out.graph = out.pattern == Pattern::kOptimized ? optimized_graph(std::move(weight), act, n)
                                                  : legacy_graph(std::move(weight), act, n);
   QEMB_RETURN_IF_ERROR(validate_for_target(out.graph, target.version));

@@ -1,5 +1,6 @@
 #include <string>
 
+#include "lowering/validator.h"
 #include "qemb/lowering.h"
 
 namespace qemb {
@@ -10,6 +11,13 @@ bool is_static_per_axis(const Tensor* t) {
 }
 
 }  // namespace
+
+Error convert_needs_newer_sdk(const std::string& op_name, const SdkVersion& target) {
+  return make_error(ErrorCode::kValidationError,
+                    "op '" + op_name + "' (Convert on a per-channel STATIC weight) needs QNN SDK >= " +
+                        optimized_pattern_min_version().to_string() + ", but the target is " + target.to_string() +
+                        "; use --pattern legacy (or auto), or target a newer SDK with --qnn-sdk-version");
+}
 
 // The model of what each SDK version runs. Gather from per-axis or per-tensor
 // weights (4- or 8-bit) and Convert between per-tensor encodings are in every
@@ -24,14 +32,7 @@ Status validate_for_target(const Graph& graph, const std::optional<SdkVersion>& 
     }
     if (op.type != OpType::kConvert || op.inputs.empty()) continue;
     if (!is_static_per_axis(graph.find_tensor(op.inputs[0]))) continue;
-    const SdkVersion needed = optimized_pattern_min_version();
-    if (target && *target < needed) {
-      return make_error(ErrorCode::kValidationError,
-                        "op '" + op.name + "' (Convert on a per-channel STATIC weight) needs QNN SDK >= " +
-                            needed.to_string() + ", but the target is " + target->to_string() +
-                            "; use --pattern legacy (or auto), or target a newer SDK with "
-                            "--qnn-sdk-version");
-    }
+    if (target && *target < optimized_pattern_min_version()) return convert_needs_newer_sdk(op.name, *target);
   }
   return Status::Ok();
 }

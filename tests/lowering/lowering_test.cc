@@ -307,6 +307,34 @@ TEST(GatingTest, ForcedLegacyWorksOnEveryTarget) {
   }
 }
 
+// The one pattern decision: the lowering takes choose_pattern's pattern and
+// reason and refuses with its message, so compile and eval, which ask it
+// before lowering, report what the lowering would.
+TEST(GatingTest, ChoosePatternIsTheLoweringsDecision) {
+  for (TargetVersion t : {Target("2.37"), Target("2.48"), Target("3.0"), UnknownTarget()}) {
+    for (Pattern p : {Pattern::kAuto, Pattern::kOptimized, Pattern::kLegacy}) {
+      Result<PatternChoice> choice = choose_pattern(p, t, "tok");
+      Result<LoweredEmbedding> lowered = lower_embedding(Table4(), Act(), t, Options(p));
+      ASSERT_EQ(choice.ok(), lowered.ok()) << to_string(p) << " " << t.source;
+      if (!choice.ok()) {
+        EXPECT_EQ(choice.error().code, lowered.error().code);
+        EXPECT_EQ(choice.error().message, lowered.error().message);
+        EXPECT_EQ(choice.error().message,
+                  "op 'tok_convert' (Convert on a per-channel STATIC weight) needs QNN SDK >= 2.48, but the target "
+                  "is 2.37; use --pattern legacy (or auto), or target a newer SDK with --qnn-sdk-version");
+        continue;
+      }
+      EXPECT_EQ(choice->pattern, lowered->pattern);
+      EXPECT_EQ(choice->reason, lowered->reason);
+    }
+  }
+  EXPECT_EQ(choose_pattern(Pattern::kAuto, Target("2.48"))->pattern, Pattern::kOptimized);
+  EXPECT_EQ(choose_pattern(Pattern::kAuto, Target("2.37"))->pattern, Pattern::kLegacy);
+  EXPECT_EQ(choose_pattern(Pattern::kAuto, UnknownTarget())->pattern, Pattern::kLegacy);
+  EXPECT_EQ(choose_pattern(Pattern::kOptimized, UnknownTarget())->pattern, Pattern::kOptimized);
+  EXPECT_THAT(choose_pattern(Pattern::kOptimized, Target("2.37")).error().message, HasSubstr("'embedding_convert'"));
+}
+
 TEST(GatingTest, PatternNames) {
   EXPECT_STREQ(to_string(Pattern::kAuto), "auto");
   EXPECT_STREQ(to_string(Pattern::kOptimized), "optimized");
