@@ -69,7 +69,7 @@ struct Sums {
 struct Partial {
   double max_e = 0, max_we = 0, max_ae = 0;
   int64_t collapsed = 0;
-  std::vector<uint64_t> errors;  // kErrorCopies copies of the error categories
+  std::vector<uint64_t> errors;  // the error counts by slot (metric_kernels.h)
   Histogram cosines, scales;
   std::vector<RowError> worst;    // a heap: the least bad of the kept rows first
   std::vector<double> low_cos;    // a heap of the smallest cosines: the largest first
@@ -303,7 +303,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
   error_bins.lo = error_hist.lo;
   error_bins.hi = error_hist.hi;
   error_bins.n = static_cast<int>(error_hist.counts.size());
-  const size_t error_stride = static_cast<size_t>(error_bins.n) + 4;
+  prepare_error_bins(error_bins);
   struct Worker {
     std::vector<Partial> partial;
     std::vector<uint64_t> values;  // value categories: below, the bins, above
@@ -314,7 +314,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
     w.values.assign(value_hist.counts.size() + 2, 0);
     w.partial.resize(n_results);
     for (size_t k = 0; k < n_results; ++k) {
-      w.partial[k].errors.assign(error_counts_size(error_bins.n), 0);
+      w.partial[k].errors.assign(error_counts_size(error_bins), 0);
       w.partial[k].cosines = cos_hist;
       w.partial[k].scales = info[k / 2].scales;
     }
@@ -324,10 +324,8 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
                                      [&](int worker, int64_t begin, int64_t end) -> Status {
     thread_local std::vector<float> x, y_tab, w_tab;
     thread_local std::vector<int8_t> q;
-    thread_local std::vector<uint32_t> slow;
     x.resize(static_cast<size_t>(dim));
     q.resize(static_cast<size_t>(dim));
-    slow.resize(static_cast<size_t>(dim));
     y_tab.resize(kPatternTableSize);
     w_tab.resize(kPatternTableSize);
     Worker& wk = workers[static_cast<size_t>(worker)];
@@ -353,15 +351,8 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
           mk.pattern_tables(patterns[p] == Pattern::kLegacy, s, sch.max_scale, sch.qmax, report.act, y_tab.data(),
                             w_tab.data());
           PatternRow pr;
-          const size_t n_slow = mk.pattern_row(x.data(), q.data(), static_cast<size_t>(dim), sch.qmax, y_tab.data(),
-                                               w_tab.data(), error_bins, &pr, a.errors.data(), slow.data());
-          for (size_t z = 0; z < n_slow; ++z) {  // near a bin edge: the plain std::log10
-            const size_t col = slow[z];
-            const double e = static_cast<double>(y_tab[static_cast<size_t>(q[col] + sch.qmax)]) -
-                             static_cast<double>(x[col]);
-            ++a.errors[e == 0.0 ? static_cast<size_t>(error_bins.n) + 2
-                                : static_cast<size_t>(exact_error_category(std::abs(e), error_bins))];
-          }
+          mk.pattern_row(x.data(), q.data(), static_cast<size_t>(dim), sch.qmax, y_tab.data(), w_tab.data(),
+                         error_bins, &pr, a.errors.data());
           const double ne2 = pr.e2, dot = pr.dot, ny2 = pr.y2, row_max = pr.max_e;
           sm.e2 += ne2;
           sm.abs_e += pr.abs_e;
@@ -454,13 +445,12 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
         res.weight_max_abs_err = std::max(res.weight_max_abs_err, a.max_we);
         res.act_max_abs_err = std::max(res.act_max_abs_err, a.max_ae);
         res.collapsed_rows += a.collapsed;
-        for (size_t copy = 0; copy < kErrorCopies; ++copy) {
-          const uint64_t* e = a.errors.data() + copy * error_stride;
-          res.error_histogram.below += e[0];
-          for (size_t b = 0; b < res.error_histogram.counts.size(); ++b) res.error_histogram.counts[b] += e[b + 1];
-          res.error_histogram.above += e[error_stride - 3];
-          res.error_histogram.zeros += e[error_stride - 2];
-        }
+        std::vector<uint64_t> categories(static_cast<size_t>(error_bins.n) + 3, 0);
+        error_categories(error_bins, a.errors.data(), categories.data());
+        res.error_histogram.below += categories[0];
+        for (size_t b = 0; b < res.error_histogram.counts.size(); ++b) res.error_histogram.counts[b] += categories[b + 1];
+        res.error_histogram.above += categories[static_cast<size_t>(error_bins.n) + 1];
+        res.error_histogram.zeros += categories[static_cast<size_t>(error_bins.n) + 2];
         merge_into(res.cos_histogram, a.cosines);
         merge_into(res.scale_histogram, a.scales);
         worst.insert(worst.end(), a.worst.begin(), a.worst.end());

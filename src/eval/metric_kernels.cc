@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <algorithm>
+
 // The partial sums need a compile-time lane count and arrays of vectors,
 // which SVE's sizeless, length-agnostic vectors do not have: an Arm CPU with
 // SVE runs the NEON version (every AArch64 CPU has NEON).
@@ -49,6 +51,8 @@ void row_values(const float* x, size_t dim, const ValueBins& bins, RowValues* ou
   for (size_t g = 0; g < groups; ++g) acc[g] = hn::Zero(d);
   const auto lo = hn::Set(d, bins.lo), hi = hn::Set(d, bins.hi), range = hn::Set(d, bins.hi - bins.lo);
   const auto nbins = hn::Set(d, static_cast<double>(bins.n));
+  const auto per_unit = hn::Set(d, static_cast<double>(bins.n) / (bins.hi - bins.lo));
+  const auto margin = hn::Set(d, 1e-9), one_minus_margin = hn::Set(d, 1.0 - 1e-9);
   const auto clip_lo = hn::Set(d, bins.clip_lo), clip_hi = hn::Set(d, bins.clip_hi);
   const auto first = hn::Set(df, dim ? x[0] : 0.0f);
   auto amax = hn::Zero(df);
@@ -67,7 +71,13 @@ void row_values(const float* x, size_t dim, const ValueBins& bins, RowValues* ou
     acc[g] = hn::Add(acc[g], hn::Mul(xv, xv));
     clipped += static_cast<int64_t>(hn::CountTrue(d, hn::Or(hn::Lt(xv, clip_lo), hn::Gt(xv, clip_hi))));
     // Histogram::add: (size_t)((v - lo) / (hi - lo) * n), at most n - 1.
-    const auto t = hn::Mul(hn::Div(hn::Sub(xv, lo), range), nbins);
+    // A product by n / (hi - lo) is within a few ulps of it, so its floor is
+    // the same unless it lies within a hair of an integer: only then (about
+    // never) the division.
+    auto t = hn::Mul(hn::Sub(xv, lo), per_unit);
+    const auto frac = hn::Sub(t, hn::Floor(t));
+    if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Or(hn::Lt(frac, margin), hn::Gt(frac, one_minus_margin)))))
+      t = hn::Mul(hn::Div(hn::Sub(xv, lo), range), nbins);
     const auto tc = hn::Min(hn::Max(t, hn::Zero(d)), hn::Sub(nbins, hn::Set(d, 1.0)));
     auto c = hn::Add(hn::Floor(tc), hn::Set(d, 1.0));  // tc >= 0: floor is the truncation
     c = hn::IfThenElse(hn::Lt(xv, lo), hn::Zero(d), c);
@@ -101,12 +111,14 @@ void row_values(const float* x, size_t dim, const ValueBins& bins, RowValues* ou
   out->constant = constant;
 }
 
-size_t pattern_row(const float* x, const int8_t* q, size_t dim, int qmax, const float* y_tab, const float* w_tab,
-                 const ErrorBins& bins, PatternRow* out, uint64_t* counts, uint32_t* slow) {
+void pattern_row(const float* x, const int8_t* q, size_t dim, int qmax, const float* y_tab, const float* w_tab,
+                 const ErrorBins& bins, PatternRow* out, uint64_t* counts) {
   const DD d;
   const DF df;
   const DI di;
   const D8 d8;
+  const hn::RebindToSigned<DD> di64;
+  const hn::RebindToUnsigned<DD> du64;
   constexpr size_t N = hn::MaxLanes(DD()), groups = kRowPartials / N;
   constexpr int kSums = 8;  // e2, abs_e, we2, abs_we, ae2, abs_ae, dot, y2
   hn::Vec<DD> acc[kSums][groups];
@@ -116,21 +128,13 @@ size_t pattern_row(const float* x, const int8_t* q, size_t dim, int qmax, const 
   auto y_min = hn::Set(df, INFINITY), y_max = hn::Set(df, -INFINITY);
   const auto offset = hn::Set(di, qmax);
 
-  // The category from a float log10: exact unless t lies within `margin` of
-  // an integer (a bin edge), which is far more than the log's few ulps and
-  // the roundings of a to float and of t; those lanes take std::log10.
-  const double per_unit = static_cast<double>(bins.n) / (bins.hi - bins.lo);
-  const float lo_f = static_cast<float>(bins.lo);
-  const double margin = 1e-4 * per_unit + 1e-6 * (bins.n + 2) +
-                        per_unit * std::fabs(bins.lo - static_cast<double>(lo_f));
-  const auto vlo = hn::Set(df, lo_f), vper = hn::Set(df, static_cast<float>(per_unit));
-  const auto vmargin = hn::Set(df, static_cast<float>(margin)), vone = hn::Set(df, 1.0f);
-  const auto vabove = hn::Set(df, static_cast<float>(bins.n + 1));
-  const auto tiny = hn::Set(df, 0x1p-100f), huge = hn::Set(df, 0x1p100f);
-  const int32_t sink = bins.n + 3, zero_cat = bins.n + 2;
-  const size_t stride = static_cast<size_t>(bins.n) + 4;
-  int32_t cat[kRowPartials];
-  size_t n_slow = 0;
+  // The slot of |e| (ErrorBins): its bits shifted, clamped to the kept
+  // slots; 0 for an exact zero.
+  const auto slot_base = hn::Set(di64, bins.slot_base);
+  const auto slot_last = hn::Set(di64, bins.slot_span - 1);
+  const auto zero64 = hn::Zero(di64), one64 = hn::Set(di64, 1);
+  const size_t stride = static_cast<size_t>(bins.slot_span) + 1;
+  HWY_ALIGN int64_t index[N];
 
   size_t j = 0;
   for (; j + kRowPartials <= dim; j += kRowPartials) {
@@ -157,28 +161,13 @@ size_t pattern_row(const float* x, const int8_t* q, size_t dim, int qmax, const 
     max_we = hn::Max(max_we, awe);
     max_ae = hn::Max(max_ae, aae);
 
-    // In float lanes: e == 0 exactly when y == x; a float |e| of at least
-    // 2^-100 is a normal float within one rounding of |e|.
-    const auto zero = hn::Eq(yf, xf);
-    const auto af = hn::DemoteTo(df, a);
-    const auto extreme = hn::Or(hn::Lt(af, tiny), hn::Gt(af, huge));
-    const auto t = hn::Mul(hn::Sub(hn::Log10(df, hn::IfThenElse(extreme, vone, af)), vlo), vper);
-    const auto ft = hn::Floor(t);
-    const auto frac = hn::Sub(t, ft);
-    const auto near = hn::Or(hn::Lt(frac, vmargin), hn::Gt(frac, hn::Sub(vone, vmargin)));
-    const auto catf = hn::Min(hn::Max(hn::Add(ft, vone), hn::Zero(df)), vabove);
-    auto c = hn::ConvertTo(di, catf);
-    const auto to_slow = hn::AndNot(zero, hn::Or(near, extreme));
-    c = hn::IfThenElse(hn::RebindMask(di, zero), hn::Set(di, zero_cat), c);
-    c = hn::IfThenElse(hn::RebindMask(di, to_slow), hn::Set(di, sink), c);
-    hn::StoreU(c, di, cat);
-    // Four copies of the counts: runs of equal categories do not wait on one
-    // counter's store.
-    for (size_t l = 0; l < N; ++l) ++counts[(l % kErrorCopies) * stride + static_cast<size_t>(cat[l])];
-    if (HWY_UNLIKELY(!hn::AllFalse(df, to_slow))) {
-      for (size_t l = 0; l < N; ++l)
-        if (cat[l] == sink) slow[n_slow++] = static_cast<uint32_t>(col + l);
-    }
+    const auto slot = hn::Sub(hn::BitCast(di64, hn::ShiftRight<52 - kErrorMantissaBits>(hn::BitCast(du64, a))),
+                              slot_base);
+    const auto at = hn::Add(hn::Min(hn::Max(slot, zero64), slot_last), one64);
+    hn::Store(hn::IfThenElse(hn::RebindMask(di64, hn::Eq(a, hn::Zero(d))), zero64, at), di64, index);
+    // Copies of the counts: runs of equal slots do not wait on one counter's
+    // store.
+    for (size_t l = 0; l < N; ++l) ++counts[(l % kErrorCopies) * stride + static_cast<size_t>(index[l])];
    }
   }
   Partials sums[kSums];
@@ -207,7 +196,7 @@ size_t pattern_row(const float* x, const int8_t* q, size_t dim, int qmax, const 
     mae = std::max(mae, std::abs(ae));
     ymin = std::min(ymin, y_tab[k]);
     ymax = std::max(ymax, y_tab[k]);
-    slow[n_slow++] = static_cast<uint32_t>(j);  // the caller bins the tail exactly
+    ++counts[error_count_index(std::abs(e), bins)];
   }
   out->e2 = add_partials(sums[0].p);
   out->abs_e = add_partials(sums[1].p);
@@ -222,7 +211,6 @@ size_t pattern_row(const float* x, const int8_t* q, size_t dim, int qmax, const 
   out->max_ae = mae;
   out->y_min = ymin;
   out->y_max = ymax;
-  return n_slow;
 }
 
 // The numeric.h formulas in float vectors (requant-inl.h), over
@@ -299,6 +287,36 @@ const std::vector<MetricKernelSet>& sets() {
 }
 
 }  // namespace
+
+void prepare_error_bins(ErrorBins& bins) {
+  bins.n = std::max(1, bins.n);
+  // Binades from one wholly below 10^lo to one starting above 10^hi, within
+  // the doubles' exponents.
+  constexpr double kLog2Of10 = 3.32192809488736234787;
+  const double e0 = std::clamp(std::floor(bins.lo * kLog2Of10) - 2.0, -1023.0, 1023.0);
+  const double e1 = std::clamp(std::ceil(bins.hi * kLog2Of10) + 1.0, e0 + 1.0, 1024.0);
+  bins.slot_base = static_cast<int64_t>(e0 + 1023.0) << kErrorMantissaBits;
+  bins.slot_span = (static_cast<int64_t>(e1 + 1023.0) << kErrorMantissaBits) - bins.slot_base + 1;
+}
+
+void error_categories(const ErrorBins& bins, const uint64_t* counts, uint64_t* categories) {
+  const size_t stride = static_cast<size_t>(bins.slot_span) + 1;
+  for (size_t i = 0; i < stride; ++i) {
+    uint64_t total = 0;
+    for (size_t copy = 0; copy < kErrorCopies; ++copy) total += counts[copy * stride + i];
+    if (total == 0) continue;
+    int category = bins.n + 2;
+    if (i > 0) {
+      const uint64_t slot_bits = static_cast<uint64_t>(bins.slot_base + static_cast<int64_t>(i) - 1)
+                                 << (52 - kErrorMantissaBits);
+      double v;
+      std::memcpy(&v, &slot_bits, sizeof v);
+      // The first kept slot also counts every value below it: below lo.
+      category = i == 1 || v == 0.0 ? 0 : exact_error_category(v, bins);
+    }
+    categories[category] += total;
+  }
+}
 
 const MetricKernelSet& best_metric_kernels() { return sets().front(); }
 std::vector<MetricKernelSet> all_metric_kernel_sets() { return sets(); }

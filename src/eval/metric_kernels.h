@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "qemb/quantize.h"
@@ -43,16 +44,48 @@ struct RowValues {
 // counts has n + 2 entries: 0 below, 1 + bin, n + 1 above.
 using RowValuesFn = void (*)(const float* x, size_t dim, const ValueBins& bins, RowValues* out, uint64_t* counts);
 
-// The error histogram: n equal bins of log10 |e| over [lo, hi).
+// The error histogram: n equal bins of log10 |e| over [lo, hi), each value
+// binned by its *slot*: |e| truncated to kErrorMantissaBits bits after its
+// mantissa's binary point (error_slot_value), which the bits of |e| give with
+// one shift, where a logarithm per value cost half of eval's time. A slot's
+// bin is the one std::log10 gives its value (exact_error_category), so a bin
+// edge moves up to the next slot value: by less than 1/16 of itself (0.026
+// decades, a fifth of a bin at 8 bins a decade).
+inline constexpr int kErrorMantissaBits = 4;
+
+inline double error_slot_value(double a) {
+  uint64_t bits;
+  std::memcpy(&bits, &a, sizeof bits);
+  bits &= ~((uint64_t{1} << (52 - kErrorMantissaBits)) - 1);
+  std::memcpy(&a, &bits, sizeof bits);
+  return a;
+}
+
 struct ErrorBins {
   double lo = 0, hi = 1;
   int n = 1;
+  // Set by prepare_error_bins: the slots kept, [slot_base, slot_base +
+  // slot_span) in units of the bits of |e| shifted right by 52 -
+  // kErrorMantissaBits; slots below hold values below lo, those above values
+  // at or above hi, and are counted with the first and the last one.
+  int64_t slot_base = 0, slot_span = 1;
 };
-// Error categories: 0 below lo, 1 + bin, n + 1 at or above hi, n + 2 exact
-// (e == 0); counts holds kErrorCopies copies of n + 4 entries (the last of
-// each copy is unused), which the caller adds up.
-inline constexpr size_t kErrorCopies = 8;
-inline size_t error_counts_size(int n) { return kErrorCopies * (static_cast<size_t>(n) + 4); }
+// Fills slot_base and slot_span from lo, hi and n.
+void prepare_error_bins(ErrorBins& bins);
+
+// Error counts: kErrorCopies copies of slot_span + 1 entries (0: e == 0, then
+// the slots), which error_categories adds up.
+inline constexpr size_t kErrorCopies = 4;
+inline size_t error_counts_size(const ErrorBins& b) { return kErrorCopies * static_cast<size_t>(b.slot_span + 1); }
+
+// The count index of |e| = a: 0 for 0, else 1 + its slot's place.
+inline size_t error_count_index(double a, const ErrorBins& b) {
+  if (a == 0.0) return 0;
+  uint64_t bits;
+  std::memcpy(&bits, &a, sizeof bits);
+  const int64_t slot = static_cast<int64_t>(bits >> (52 - kErrorMantissaBits)) - b.slot_base;
+  return static_cast<size_t>(std::clamp<int64_t>(slot, 0, b.slot_span - 1)) + 1;
+}
 
 // One row of one pattern: x the float row, q its weights (in [-qmax, qmax]),
 // y_tab and w_tab the pattern's y and w for q + qmax.
@@ -61,13 +94,10 @@ struct PatternRow {
   double max_e = 0, max_we = 0, max_ae = 0;
   float y_min = 0, y_max = 0;  // one output level iff equal (y is one-to-one in the level)
 };
-// Fills `out`, adds each value's error category to counts, except the columns
-// whose category a vector log cannot settle (within a hair of a bin edge, a
-// tail, extreme magnitudes): those are written to slow[] (at most dim) and
-// their number returned, for the caller to bin with std::log10.
-using PatternRowFn = size_t (*)(const float* x, const int8_t* q, size_t dim, int qmax, const float* y_tab,
-                                const float* w_tab, const ErrorBins& bins, PatternRow* out, uint64_t* counts,
-                                uint32_t* slow);
+// Fills `out` and adds one to counts[copy * (slot_span + 1) +
+// error_count_index(|e|)] for each value (bins prepared by prepare_error_bins).
+using PatternRowFn = void (*)(const float* x, const int8_t* q, size_t dim, int qmax, const float* y_tab,
+                              const float* w_tab, const ErrorBins& bins, PatternRow* out, uint64_t* counts);
 
 // y and w of a pattern for q = -qmax .. qmax at index q + qmax, exactly the
 // numeric.h formulas; y and w hold kPatternTableSize floats.
@@ -90,7 +120,7 @@ const MetricKernelSet& best_metric_kernels();
 std::vector<MetricKernelSet> all_metric_kernel_sets();
 
 // The category Histogram::add(std::log10(a)) gives a > 0 (0 below, 1 + bin,
-// n + 1 above): the plain computation the kernels defer to.
+// n + 1 above).
 inline int exact_error_category(double a, const ErrorBins& b) {
   const double v = std::log10(a);
   if (v < b.lo) return 0;
@@ -98,5 +128,14 @@ inline int exact_error_category(double a, const ErrorBins& b) {
   const auto bin = static_cast<size_t>((v - b.lo) / (b.hi - b.lo) * static_cast<double>(b.n));
   return static_cast<int>(std::min(bin, static_cast<size_t>(b.n) - 1)) + 1;
 }
+
+// A value's category: that of its slot value; n + 2 for an exact zero.
+inline int error_category(double a, const ErrorBins& b) {
+  return a == 0.0 ? b.n + 2 : exact_error_category(error_slot_value(a), b);
+}
+
+// Adds the counts of every copy into categories (n + 3 entries: 0 below,
+// 1 + bin, n + 1 above, n + 2 zero).
+void error_categories(const ErrorBins& bins, const uint64_t* counts, uint64_t* categories);
 
 }  // namespace qemb

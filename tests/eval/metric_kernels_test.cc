@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "qemb/quantize.h"
@@ -48,8 +50,7 @@ Reference reference_pattern_row(const std::vector<float>& x, const std::vector<i
     r.row.max_ae = std::max(r.row.max_ae, std::abs(ae));
     r.row.y_min = std::min(r.row.y_min, y_tab[k]);
     r.row.y_max = std::max(r.row.y_max, y_tab[k]);
-    ++r.categories[e == 0.0 ? static_cast<size_t>(bins.n) + 2
-                            : static_cast<size_t>(exact_error_category(std::abs(e), bins))];
+    ++r.categories[static_cast<size_t>(error_category(std::abs(e), bins))];
   }
   double* sums[8] = {&r.row.e2, &r.row.abs_e, &r.row.we2, &r.row.abs_we,
                      &r.row.ae2, &r.row.abs_ae, &r.row.dot, &r.row.y2};
@@ -88,12 +89,10 @@ TEST(MetricKernels, EverySetMatchesTheScalarDefinitionBitForBit) {
           bins.lo = -9.0;
           bins.hi = -1.0;
           bins.n = 64;
-          std::vector<uint64_t> counts(error_counts_size(bins.n), 0);
-          std::vector<uint32_t> slow(dim);
+          prepare_error_bins(bins);
+          std::vector<uint64_t> counts(error_counts_size(bins), 0);
           PatternRow got;
-          const size_t n_slow = k.pattern_row(x.data(), q.data(), dim, qmax, y.data(), w.data(), bins, &got,
-                                              counts.data(), slow.data());
-          ASSERT_LE(n_slow, dim);
+          k.pattern_row(x.data(), q.data(), dim, qmax, y.data(), w.data(), bins, &got, counts.data());
           const Reference want = reference_pattern_row(x, q, qmax, y.data(), w.data(), bins);
           EXPECT_EQ(got.e2, want.row.e2);
           EXPECT_EQ(got.abs_e, want.row.abs_e);
@@ -108,18 +107,83 @@ TEST(MetricKernels, EverySetMatchesTheScalarDefinitionBitForBit) {
           EXPECT_EQ(got.max_ae, want.row.max_ae);
           EXPECT_EQ(got.y_min, want.row.y_min);
           EXPECT_EQ(got.y_max, want.row.y_max);
-          // The kernel's categories, its copies added, plus the deferred columns.
-          const size_t stride = static_cast<size_t>(bins.n) + 4;
           std::vector<uint64_t> cats(static_cast<size_t>(bins.n) + 3, 0);
-          for (size_t c = 0; c < kErrorCopies; ++c)
-            for (size_t i = 0; i < cats.size(); ++i) cats[i] += counts[c * stride + i];
-          for (size_t z = 0; z < n_slow; ++z) {
-            const size_t j = slow[z];
-            const double e = static_cast<double>(y[static_cast<size_t>(q[j] + qmax)]) - static_cast<double>(x[j]);
-            ++cats[e == 0.0 ? static_cast<size_t>(bins.n) + 2
-                            : static_cast<size_t>(exact_error_category(std::abs(e), bins))];
-          }
+          error_categories(bins, counts.data(), cats.data());
           EXPECT_EQ(cats, want.categories);
+        }
+      }
+    }
+  }
+}
+
+// A value's error bin is that of its slot value (|e| with the mantissa cut to
+// kErrorMantissaBits bits) as std::log10 puts it: checked for every set at the
+// slot values next to each bin edge and just below them, at values over the
+// whole float range, and for coarse, fine and out-of-range bins.
+TEST(MetricKernels, ErrorBinsAreThoseOfTheSlotValues) {
+  struct Config {
+    double lo, hi;
+    int n;
+  };
+  const Config configs[] = {{-9, -1, 64}, {-6, 2, 64}, {-3, 2, 5}, {-6, 0, 600}, {-46, -38, 64}, {0.5, 0.75, 3}};
+  // The slot value at or below v, and the next one up.
+  auto slot_of = [](double v) { return error_slot_value(v); };
+  auto next_slot = [](double v) {
+    uint64_t b;
+    std::memcpy(&b, &v, sizeof b);
+    b += uint64_t{1} << (52 - kErrorMantissaBits);
+    std::memcpy(&v, &b, sizeof b);
+    return v;
+  };
+  for (const MetricKernelSet& k : all_metric_kernel_sets()) {
+    for (const Config& cfg : configs) {
+      SCOPED_TRACE(std::string(k.isa) + " bins [" + std::to_string(cfg.lo) + ", " + std::to_string(cfg.hi) + ") n " +
+                   std::to_string(cfg.n));
+      ErrorBins bins;
+      bins.lo = cfg.lo;
+      bins.hi = cfg.hi;
+      bins.n = cfg.n;
+      prepare_error_bins(bins);
+      std::vector<float> values;
+      for (int i = 0; i <= cfg.n; ++i) {
+        const double edge = std::pow(10.0, cfg.lo + (cfg.hi - cfg.lo) * i / cfg.n);
+        if (edge > 3e38 || edge < 1e-44) continue;  // no float there
+        // The slot at or below the edge, the one above, and the floats next
+        // to each slot value.
+        for (double sv : {slot_of(edge), next_slot(slot_of(edge))}) {
+          float f = static_cast<float>(sv);
+          for (int step = 0; step < 2; ++step) f = std::nextafter(f, 0.0f);
+          for (int step = 0; step < 5; ++step, f = std::nextafter(f, INFINITY)) values.push_back(f);
+        }
+      }
+      qemb::testing::Rng rng(static_cast<uint64_t>(cfg.n) * 977 + 5);
+      for (int i = 0; i < 2000; ++i) values.push_back(std::ldexp(1.0f + 0.5f * std::fabs(rng.normal()), -150 + i % 277));
+      values.push_back(0.0f);
+      values.push_back(1e-45f);
+      values.push_back(3e38f);
+      const std::vector<float> y(kPatternTableSize, 0.0f), w(kPatternTableSize, 0.0f);
+      const std::vector<int8_t> q(8, 0);
+      for (float v : values) {
+        if (!std::isfinite(v)) continue;
+        const std::vector<float> x(8, v);  // one vector of the value: no scalar tail
+        std::vector<uint64_t> counts(error_counts_size(bins), 0);
+        PatternRow row;
+        k.pattern_row(x.data(), q.data(), x.size(), 7, y.data(), w.data(), bins, &row, counts.data());
+        std::vector<uint64_t> cats(static_cast<size_t>(cfg.n) + 3, 0);
+        error_categories(bins, counts.data(), cats.data());
+        const double a = std::fabs(static_cast<double>(v));
+        const size_t want = static_cast<size_t>(error_category(a, bins));
+        ASSERT_EQ(cats[want], 8u) << "value " << v << " category " << want;
+        // The definition itself: the slot value's std::log10 bin.
+        if (a > 0) {
+          Histogram h;
+          h.lo = cfg.lo;
+          h.hi = cfg.hi;
+          h.counts.assign(static_cast<size_t>(cfg.n), 0);
+          h.add(std::log10(slot_of(a)));
+          const size_t plain = h.below ? 0 : h.above ? static_cast<size_t>(cfg.n) + 1
+                               : static_cast<size_t>(std::find(h.counts.begin(), h.counts.end(), 1u) - h.counts.begin()) + 1;
+          ASSERT_EQ(want, plain) << "value " << v;
         }
       }
     }
