@@ -13,6 +13,7 @@
 // Scenarios:
 //   llm_v128256_d4096/batch:{1,32,2048}  an LLM token embedding; ids are fresh
 //       random tokens (cold: every pass over the id pool touches ~256 MB).
+//   llm_hot_v128256_d4096/batch:256  the same table, ids repeated from 32 rows.
 //   rec_hot_v1M_d128/batch:16384  a recommender table, ids repeated from 2048
 //       distinct rows (the working set stays in cache).
 //   rec_cold_v4M_d128/batch:16384  fresh random ids over 4M rows.
@@ -259,6 +260,8 @@ bool register_kernel_benchmarks() {
     scenarios.push_back({"llm_v128256_d4096/batch:" + std::to_string(batch), 128256, 4096, batch, 0,
                          batch * ((32768 + batch - 1) / batch)});
   }
+  // The LLM table's rows in cache: 32 distinct ids, 256 KiB of uint16 rows.
+  scenarios.push_back({"llm_hot_v128256_d4096/batch:256", 128256, 4096, 256, 32, 256 * 4});
   scenarios.push_back({"rec_hot_v1M_d128/batch:16384", 1 << 20, 128, 16384, 2048, 16384 * 4});
   scenarios.push_back({"rec_cold_v4M_d128/batch:16384", 4 << 20, 128, 16384, 0, 16384 * 64});
 

@@ -296,8 +296,9 @@ CompileMode resolve_mode(const CompileOptions& options, uint64_t materialized, s
            mib(options.memory_budget);
   // Measured on the bundled benchmarks (a 2-core AVX-512 VM, same-run ratios).
   if (weight_bits(options.scheme) == 8)
-    reason += "; at 8 bits it is also the faster lookup: the fused gather reads half the bytes but requantizes "
-              "every value, about 0.6x the materialized gather on rows in cache and 0.8-0.9x on cold ones";
+    reason += "; at 8 bits it is also the faster lookup on rows in cache: the fused gather reads half the bytes "
+              "but requantizes every value, about 0.8x the materialized gather on rows in cache and 1.0x on cold "
+              "ones at D=128";
   return CompileMode::kMaterialize;
 }
 

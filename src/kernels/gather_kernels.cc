@@ -6,6 +6,7 @@
 // exports them and reads each target's entry from the dispatch tables once,
 // so callers hold plain function pointers.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -71,6 +72,20 @@ HWY_INLINE void PrefetchRow(const uint8_t* row, size_t row_bytes) {
   const uintptr_t first = reinterpret_cast<uintptr_t>(row) & ~uintptr_t{kCacheLine - 1};
   const uintptr_t last = reinterpret_cast<uintptr_t>(row) + (bytes ? bytes - 1 : 0);
   for (uintptr_t line = first; line <= last; line += kCacheLine) {
+    hwy::Prefetch(reinterpret_cast<const uint8_t*>(line));
+  }
+}
+
+// The lines of a long row past the kPrefetchBytesPerRow that PrefetchRow
+// requested. A kernel that requantizes reads its rows slower than the
+// hardware prefetcher's ramp-up assumes; requested one row ahead, a 4 KiB
+// row arrives while the previous one is computed (1.3x the rows/s at
+// D=4096 cold on the development VM; a plain copy gains nothing from it).
+HWY_INLINE void PrefetchRowTail(const uint8_t* row, size_t row_bytes) {
+  if (row_bytes <= kPrefetchBytesPerRow) return;
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(row) + kPrefetchBytesPerRow) & ~uintptr_t{kCacheLine - 1};
+  const uintptr_t end = reinterpret_cast<uintptr_t>(row) + row_bytes;
+  for (uintptr_t line = first; line < end; line += kCacheLine) {
     hwy::Prefetch(reinterpret_cast<const uint8_t*>(line));
   }
 }
@@ -183,50 +198,146 @@ void gather_u16_bf16(const uint16_t* table, size_t dim, const ActivationEncoding
 // ---------------------------------------------------------------------------
 // Fused gathers over int8 rows: the arithmetic, vectorized.
 
+// |rne(t)| <= this for every value of a row lets the 8-bit kernels skip the
+// clamp to [0, 65535]: the largest |r| with zp + r and zp - r both in range.
+HWY_INLINE float UnclampedBound(const ActivationEncoding& act) {
+  return static_cast<float>(std::min(act.zero_point, 65535 - act.zero_point));
+}
+
+// Whether t = (x * q) * inv(s_a) stays within +-bound for every stored int8 q
+// (-128 included), x being the row scale (or s_max for the legacy pattern,
+// whose intermediate lies in [-127, 127]). |fl(x * q)| and then |fl(. * inv)|
+// are monotone in |q|, and rne in t, so the end value bounds them all; NaN and
+// infinite products compare false and keep the clamping loop.
+HWY_INLINE bool FitsUnclamped(float x, float inv_sa, float bound) {
+  return std::fabs((x * 128.0f) * inv_sa) <= bound;
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// Columns [0, ...) of one int8 row in pairs of float vectors, for a row that
+// FitsUnclamped; returns the next column. Then q16 = zp + rne(t) needs no
+// clamp, and no NaN can arise, so each value costs a conversion, the
+// contract's two products and one addition: t + 1.5 * 2^23 lies in
+// [2^23, 2^24), where the float spacing is 1, so the addition rounds t to
+// nearest even and the low 16 bits of the sum are rne(t) mod 2^16. The u16
+// output keeps those halves and adds zp in 16 bits (exact, as the sum is in
+// [0, 65535]); the float ones subtract 1.5 * 2^23 again, which gives rne(t)
+// = q16 - zp as a float exactly, and multiply by s_a (a +0.0f for 0, as the
+// scalar (float)(q16 - zp) is).
+template <bool kLegacy, OutKind K, class DF>
+HWY_INLINE size_t RequantRowS8Unclamped(DF df, const int8_t* HWY_RESTRICT row, size_t dim, hn::Vec<DF> s,
+                                        const ActivationVec<DF>& a, const LegacyVec<DF>& legacy,
+                                        hn::Vec<hn::Repartition<uint16_t, DF>> zp16, OutT<K>* HWY_RESTRICT o) {
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<int8_t, DF> d8;
+  const hn::Repartition<uint16_t, DF> du16;  // two float vectors' worth
+  const hn::Rebind<uint16_t, DF> dh16;       // one float vector's worth
+  const size_t NF = hn::Lanes(df);
+  const auto magic = hn::Set(df, 12582912.0f);
+  auto rounded = [&](size_t col) {  // t + 1.5 * 2^23
+    auto x = hn::Mul(s, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, row + col))));
+    if constexpr (kLegacy) x = LegacyRequantized(df, x, legacy);
+    return hn::Add(hn::Mul(x, a.inv_scale()), magic);
+  };
+  size_t j = 0;
+  for (; j + 2 * NF <= dim; j += 2 * NF) {
+    const auto m0 = rounded(j);
+    const auto m1 = rounded(j + NF);
+    if constexpr (K == OutKind::kU16) {
+      const auto v = hn::ConcatEven(du16, hn::BitCast(du16, m1), hn::BitCast(du16, m0));
+      hn::StoreU(hn::Add(v, zp16), du16, o + j);
+    } else {
+      const auto y0 = hn::Mul(a.scale(), hn::Sub(m0, magic));
+      const auto y1 = hn::Mul(a.scale(), hn::Sub(m1, magic));
+      if constexpr (K == OutKind::kF32) {
+        hn::StoreU(y0, df, o + j);
+        hn::StoreU(y1, df, o + j + NF);
+      } else {
+        hn::StoreU(hn::TruncateTo(dh16, HalfBits<K>(df, y0)), dh16, o + j);
+        hn::StoreU(hn::TruncateTo(dh16, HalfBits<K>(df, y1)), dh16, o + j + NF);
+      }
+    }
+  }
+  return j;
+}
+#endif
+
+// The constants of RequantRowS8Clamped, broadcast once per call.
+template <class DF>
+struct S8Consts {
+  S8Consts(DF df, const RequantGatherParams& p)
+      : act(p.act), max_scale(p.max_scale), a(df, p.act), legacy(df, p.max_scale, 127), q16(df, p.act) {}
+  ActivationEncoding act;
+  float max_scale;
+  ActivationVec<DF> a;
+  LegacyVec<DF> legacy;
+  Q16IntVec<DF> q16;
+};
+
+// Columns [j, dim) of one int8 row with every clamp of the contract.
+template <bool kLegacy, OutKind K, class DF>
+HWY_NOINLINE void RequantRowS8Clamped(DF df, const int8_t* HWY_RESTRICT row, size_t j, size_t dim, float row_scale,
+                                      const S8Consts<DF>& c, OutT<K>* HWY_RESTRICT o) {
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<int8_t, DF> d8;
+  const hn::Rebind<uint16_t, DF> du16;
+  const size_t NF = hn::Lanes(df);
+  const auto s = hn::Set(df, row_scale);
+  for (; j + NF <= dim; j += NF) {
+    const auto q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, row + j)));
+    auto x = hn::Mul(s, q);  // the dequantized weight s_r * q
+    if constexpr (kLegacy) x = LegacyRequantized(df, x, c.legacy);
+    const auto r = Q16Unclamped(df, x, c.q16);
+    if constexpr (K == OutKind::kU16) {
+      hn::StoreU(hn::DemoteTo(du16, r), du16, o + j);  // saturates to [0, 65535]
+    } else {
+      const auto v = hn::ConvertTo(df, hn::Min(hn::Max(r, hn::Zero(di)), hn::Set(di, 65535)));
+      if constexpr (K == OutKind::kF32) {
+        hn::StoreU(DequantizeQ16(v, c.a), df, o + j);
+      } else {
+        hn::StoreU(hn::TruncateTo(du16, HalfBits<K>(df, DequantizeQ16(v, c.a))), du16, o + j);
+      }
+    }
+  }
+  for (; j < dim; ++j) {
+    const uint16_t v = kLegacy ? legacy_output(row_scale, row[j], c.max_scale, 127, c.act)
+                               : optimized_output(row_scale, row[j], c.act);
+    o[j] = ScalarOut<K>(v, c.act);
+  }
+}
+
 template <bool kLegacy, OutKind K>
 HWY_INLINE void RequantGatherS8(const RequantGatherParams& p, const int64_t* ids, size_t n,
                                 OutT<K>* HWY_RESTRICT out) {
   using DF = hn::ScalableTag<float>;
   const DF df;
-  const hn::RebindToSigned<DF> di;
-  const hn::Rebind<int8_t, DF> d8;
-  const hn::Rebind<uint16_t, DF> du16;
-  const size_t NF = hn::Lanes(df);
-  const ActivationVec<DF> a(df, p.act);
-  const LegacyVec<DF> legacy(df, p.max_scale, 127);
-  const Q16IntVec<DF> q16(df, p.act);
-  const auto max16 = hn::Set(di, 65535);
+  const S8Consts<DF> consts(df, p);
   const size_t dim = p.dim;
+  const float inv_sa = inv(p.act.scale);
+  const float bound = UnclampedBound(p.act);
+  // The legacy intermediate is s_max * qi whatever the row: one test a call.
+  const bool legacy_fits = kLegacy && FitsUnclamped(p.max_scale, inv_sa, bound);
+#if HWY_TARGET != HWY_SCALAR
+  const auto zp16 = hn::Set(hn::Repartition<uint16_t, DF>(), static_cast<uint16_t>(p.act.zero_point));
+#else
+  (void)legacy_fits;
+#endif
 
   for (size_t i = 0; i < n; ++i) {
     if (i + kPrefetchRows < n) PrefetchPcqRow(p, static_cast<size_t>(ids[i + kPrefetchRows]), dim);
+    if (i + 1 < n) PrefetchRowTail(RowWeights(p, static_cast<size_t>(ids[i + 1]), dim), dim);
     const size_t r = static_cast<size_t>(ids[i]);
     const float row_scale = RowScale(p, r);
-    const auto s = hn::Set(df, row_scale);
     const int8_t* row = reinterpret_cast<const int8_t*>(RowWeights(p, r, dim));
     OutT<K>* o = out + i * dim;
     size_t j = 0;
-    for (; j + NF <= dim; j += NF) {
-      const auto q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, row + j)));
-      auto x = hn::Mul(s, q);  // the dequantized weight s_r * q
-      if constexpr (kLegacy) x = LegacyRequantized(df, x, legacy);
-      const auto r = Q16Unclamped(df, x, q16);
-      if constexpr (K == OutKind::kU16) {
-        hn::StoreU(hn::DemoteTo(du16, r), du16, o + j);  // saturates to [0, 65535]
-      } else {
-        const auto v = hn::ConvertTo(df, hn::Min(hn::Max(r, hn::Zero(di)), max16));
-        if constexpr (K == OutKind::kF32) {
-          hn::StoreU(DequantizeQ16(v, a), df, o + j);
-        } else {
-          hn::StoreU(hn::TruncateTo(du16, HalfBits<K>(df, DequantizeQ16(v, a))), du16, o + j);
-        }
-      }
+#if HWY_TARGET != HWY_SCALAR
+    if (kLegacy ? legacy_fits : FitsUnclamped(row_scale, inv_sa, bound)) {
+      j = RequantRowS8Unclamped<kLegacy, K>(df, row, dim, hn::Set(df, row_scale), consts.a, consts.legacy, zp16, o);
+      if (j == dim) continue;
     }
-    for (; j < dim; ++j) {
-      const uint16_t v = kLegacy ? legacy_output(row_scale, row[j], p.max_scale, 127, p.act)
-                                 : optimized_output(row_scale, row[j], p.act);
-      o[j] = ScalarOut<K>(v, p.act);
-    }
+#endif
+    RequantRowS8Clamped<kLegacy, K>(df, row, j, dim, row_scale, consts, o);
   }
 }
 

@@ -3,6 +3,7 @@
 // fused(PCQ table) == materialized(folded table).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -170,6 +171,86 @@ TEST(RequantExhaustiveTest, NonFiniteScalesMatchTheReference) {
           (ref.*fn)(p, ids.data(), ids.size(), want.data());
           (set.*fn)(p, ids.data(), ids.size(), got.data());
           EXPECT_EQ(got, want) << set.isa << " bits=" << bits << " s_max=" << smax;
+        }
+      }
+    }
+  }
+}
+
+// The 8-bit kernels skip the clamp to [0, 65535] for a row when
+// |(s * 128) * inv(s_a)| <= min(zp, 65535 - zp) (s: the row scale, or s_max
+// for the legacy pattern). Scales a few ulps either side of that edge and of
+// where rne(t) first leaves the range, for zero points at and next to the ends
+// and the middle, with every int8 value (-128 included) in rows whose width
+// leaves a whole-vector and a scalar tail: each output form of both patterns
+// matches the reference.
+TEST(RequantExhaustiveTest, Int8RowsAtTheUnclampedEdge) {
+  const float act_scale = 0.0123f;
+  std::vector<float> scales;
+  for (int32_t zp : {0, 1, 2, 32767, 32768, 65533, 65534, 65535}) {
+    const float bound = static_cast<float>(std::min(zp, 65535 - zp));
+    // The test's edge, and where rne(t) would first leave the range.
+    for (float edge : {bound, bound + 0.5f}) {
+      // The largest s whose t(128) is below the edge, then 6 ulps down.
+      float s = edge * act_scale / 128.0f;
+      const auto t = [&](float x) { return (x * 128.0f) * inv(act_scale); };
+      while (t(s) < edge) s = std::nextafter(s, std::numeric_limits<float>::infinity());
+      while (s > 0.0f && t(s) >= edge) s = std::nextafter(s, 0.0f);
+      for (int k = 0; k < 5; ++k) s = std::nextafter(s, 0.0f);
+      for (int k = 0; k < 12; ++k) {
+        scales.push_back(s);
+        s = std::nextafter(s, std::numeric_limits<float>::infinity());
+      }
+    }
+  }
+  const size_t per_zp = 24;
+  const ExhaustiveTable base = make_exhaustive_table(8, scales);
+  // 256 + 16 + 3 columns: the row's 256 values, then 19 more of them.
+  const size_t dim = 275;
+  std::vector<uint8_t> weights(scales.size() * dim);
+  for (size_t r = 0; r < scales.size(); ++r) {
+    for (size_t j = 0; j < dim; ++j) weights[r * dim + j] = base.weights[r * base.row_bytes + j % 256];
+  }
+  std::vector<int64_t> ids(scales.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
+  const KernelSet& ref = scalar_reference_kernels();
+  const int32_t zps[] = {0, 1, 2, 32767, 32768, 65533, 65534, 65535};
+  for (size_t z = 0; z < 8; ++z) {
+    RequantGatherParams p;
+    p.weights = weights.data();
+    p.row_scales = scales.data();
+    p.dim = dim;
+    p.act = {act_scale, zps[z]};
+    const int64_t* zp_ids = ids.data() + z * per_zp;
+    for (size_t k = 0; k < per_zp; ++k) {
+      // Legacy: s_max at the edge too (rows' own scales stay as they are).
+      p.max_scale = scales[z * per_zp + k];
+      struct Form {
+        const char* name;
+        RequantGatherU16Fn KernelSet::*u16;
+        RequantGatherF32Fn KernelSet::*f32;
+      };
+      const Form forms[] = {
+          {"requant_gather_s8_u16/f16/bf16/f32", &KernelSet::requant_gather_s8_u16, &KernelSet::requant_gather_s8_f32},
+          {"legacy_gather_s8_u16/f16/bf16/f32", &KernelSet::legacy_gather_s8_u16, &KernelSet::legacy_gather_s8_f32}};
+      for (const Form& f : forms) {
+        const bool legacy = f.u16 == &KernelSet::legacy_gather_s8_u16;
+        RequantGatherHalfFn KernelSet::*halves[2] = {
+            legacy ? &KernelSet::legacy_gather_s8_f16 : &KernelSet::requant_gather_s8_f16,
+            legacy ? &KernelSet::legacy_gather_s8_bf16 : &KernelSet::requant_gather_s8_bf16};
+        std::vector<uint16_t> want(per_zp * dim), got(per_zp * dim);
+        std::vector<float> want_f(per_zp * dim), got_f(per_zp * dim);
+        for (const KernelSet& set : all_supported_kernel_sets()) {
+          SCOPED_TRACE(std::string(set.isa) + " " + f.name + " zp=" + std::to_string(zps[z]) + " k=" +
+                       std::to_string(k));
+          for (RequantGatherU16Fn KernelSet::*fn : {f.u16, halves[0], halves[1]}) {
+            (ref.*fn)(p, zp_ids, per_zp, want.data());
+            (set.*fn)(p, zp_ids, per_zp, got.data());
+            ASSERT_EQ(got, want);
+          }
+          (ref.*f.f32)(p, zp_ids, per_zp, want_f.data());
+          (set.*f.f32)(p, zp_ids, per_zp, got_f.data());
+          for (size_t e = 0; e < want_f.size(); ++e) ASSERT_EQ(float_bits(got_f[e]), float_bits(want_f[e])) << e;
         }
       }
     }
