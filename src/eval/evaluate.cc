@@ -382,7 +382,9 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
             a.cosines.add(std::log10(1.0 - re.cos));
           }
           a.scales.add(std::log10(static_cast<double>(s)));
-          if (keep_worst > 0) {
+          // A full heap keeps re only if it is worse than the least bad kept
+          // row (distinct rows never tie: worse() breaks ties by id).
+          if (keep_worst > 0 && (a.worst.size() < keep_worst || worse(re, a.worst.front()))) {
             a.worst.push_back(re);
             std::push_heap(a.worst.begin(), a.worst.end(), worse);
             if (a.worst.size() > keep_worst) {

@@ -26,6 +26,14 @@ namespace qemb {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// 512-bit x86 targets look small tables up in a register (pattern_row).
+#undef QEMB_TABLE_IN_REGISTER
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+#define QEMB_TABLE_IN_REGISTER 1
+#else
+#define QEMB_TABLE_IN_REGISTER 0
+#endif
+
 // At most kRowPartials double lanes, so a vector's lanes are partials.
 using DD = hn::CappedTag<double, kRowPartials>;
 using DF = hn::Rebind<float, DD>;
@@ -128,6 +136,14 @@ void pattern_row(const float* x, const int8_t* q, size_t dim, int qmax, const fl
   auto y_min = hn::Set(df, INFINITY), y_max = hn::Set(df, -INFINITY);
   const auto offset = hn::Set(di, qmax);
 
+#if QEMB_TABLE_IN_REGISTER
+  // 4-bit tables (15 entries) fit one 512-bit vector: a permutation per
+  // vector instead of two gathers.
+  const hn::Full512<float> d16;
+  const hn::Full512<int32_t> di16;
+  const bool in_register = 2 * qmax + 1 <= 16;
+  const auto y16 = hn::LoadU(d16, y_tab), w16 = hn::LoadU(d16, w_tab);  // tables hold kPatternTableSize floats
+#endif
   // The slot of |e| (ErrorBins): its bits shifted, clamped to the kept
   // slots; 0 for an exact zero.
   const auto slot_base = hn::Set(di64, bins.slot_base);
@@ -142,8 +158,20 @@ void pattern_row(const float* x, const int8_t* q, size_t dim, int qmax, const fl
     const size_t col = j + g * N;
     const auto xf = hn::LoadU(df, x + col);
     const auto qi = hn::Add(hn::PromoteTo(di, hn::LoadU(d8, q + col)), offset);
+#if QEMB_TABLE_IN_REGISTER
+    hn::Vec<DF> yf, wf;
+    if (in_register) {
+      const auto ind = hn::IndicesFromVec(d16, hn::ZeroExtendVector(di16, qi));
+      yf = hn::LowerHalf(df, hn::TableLookupLanes(y16, ind));
+      wf = hn::LowerHalf(df, hn::TableLookupLanes(w16, ind));
+    } else {
+      yf = hn::GatherIndex(df, y_tab, qi);
+      wf = hn::GatherIndex(df, w_tab, qi);
+    }
+#else
     const auto yf = hn::GatherIndex(df, y_tab, qi);
     const auto wf = hn::GatherIndex(df, w_tab, qi);
+#endif
     y_min = hn::Min(y_min, yf);
     y_max = hn::Max(y_max, yf);
     const auto xv = hn::PromoteTo(d, xf), yv = hn::PromoteTo(d, yf), wv = hn::PromoteTo(d, wf);
