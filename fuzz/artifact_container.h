@@ -5,6 +5,8 @@
 //  - any other input: split at kSectionSeparator into META JSON, GRAPH JSON
 //    and DATA payloads, packed into a well-formed container the way the
 //    writer lays it out (header, section table, 64-byte-aligned sections).
+//    A payload that starts with kRowsMarker becomes a ROWS section (format
+//    3's row-interleaved tables) without the marker.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,7 @@ class AlignedBytes final : public Buffer {
 };
 
 inline constexpr std::string_view kSectionSeparator = "\xff\xfeSECTION\xfe\xff";
+inline constexpr std::string_view kRowsMarker = "\xfeROWS\xfe";
 
 // Splits at every separator: part 0 is META, part 1 GRAPH, the rest DATA.
 inline std::vector<std::string_view> split_sections(std::string_view input) {
@@ -66,23 +69,31 @@ inline std::vector<uint8_t> pack_sections(const std::vector<std::string_view>& p
   const size_t count = parts.size();
   const uint64_t table_size = count * kArtifactSectionEntrySize;
   std::vector<uint64_t> offsets(count);
+  std::vector<std::string_view> payload(parts);
+  std::vector<uint32_t> kinds(count);
+  for (size_t i = 0; i < count; ++i) {
+    kinds[i] = i == 0 ? 1 : i == 1 ? 2 : 3;  // META, GRAPH, DATA...
+    if (i >= 2 && payload[i].substr(0, kRowsMarker.size()) == kRowsMarker) {
+      kinds[i] = 4;  // ROWS
+      payload[i].remove_prefix(kRowsMarker.size());
+    }
+  }
   uint64_t cursor = kArtifactHeaderSize + table_size;
   for (size_t i = 0; i < count; ++i) {
     offsets[i] = align_up(cursor, kArtifactDataAlignment);
-    cursor = offsets[i] + parts[i].size();
+    cursor = offsets[i] + payload[i].size();
   }
   std::vector<uint8_t> file(cursor, 0);
   uint8_t* header = file.data();
   uint8_t* table = file.data() + kArtifactHeaderSize;
   for (size_t i = 0; i < count; ++i) {
     uint8_t* entry = table + i * kArtifactSectionEntrySize;
-    const uint32_t kind = i == 0 ? 1 : i == 1 ? 2 : 3;  // META, GRAPH, DATA...
     const std::string name = i == 0 ? "META" : i == 1 ? "GRAPH" : "data:" + std::to_string(i);
-    if (!parts[i].empty()) std::memcpy(file.data() + offsets[i], parts[i].data(), parts[i].size());
-    store_u32(entry + kEntryKindOffset, kind);
+    if (!payload[i].empty()) std::memcpy(file.data() + offsets[i], payload[i].data(), payload[i].size());
+    store_u32(entry + kEntryKindOffset, kinds[i]);
     store_u64(entry + kEntryOffsetOffset, offsets[i]);
-    store_u64(entry + kEntrySizeFieldOffset, parts[i].size());
-    store_u64(entry + kEntryChecksumOffset, section_checksum(file.data() + offsets[i], parts[i].size()));
+    store_u64(entry + kEntrySizeFieldOffset, payload[i].size());
+    store_u64(entry + kEntryChecksumOffset, section_checksum(file.data() + offsets[i], payload[i].size()));
     std::memcpy(entry + kEntryNameOffset, name.data(), name.size());
   }
   std::memcpy(header + kMagicOffset, kArtifactMagic, sizeof(kArtifactMagic));

@@ -149,11 +149,12 @@ Op op(OpType type, const std::string& name, std::vector<std::string> in, const s
   return o;
 }
 
-void artifact_seed(const std::string& name, const Graph& g) {
+// `format_version` 0: the newest layout; 1: the one older builds wrote.
+void artifact_seed(const std::string& name, const Graph& g, uint32_t format_version = 1) {
   const std::string path = path_of("artifact", name);
   nlohmann::json meta = {{"format", "qemb"}, {"scheme", "16a4w"}, {"pattern", "optimized"},
                          {"source", {{"file", "m.safetensors"}, {"tensor", "wte.weight"}}}};
-  check(qemb::write_artifact(path, g, meta), name);
+  check(qemb::write_artifact(path, g, meta, qemb::ArtifactWriteOptions{format_version}), name);
   // The same sections, separated, for the container mode of the fuzzer.
   std::vector<uint8_t> bytes = read_file(path);
   auto buffer = std::make_shared<qemb::OwnedBuffer>(bytes);
@@ -175,7 +176,7 @@ void artifact_seed(const std::string& name, const Graph& g) {
   nlohmann::json graph = nlohmann::json::parse(text(*graph_s));
   std::vector<size_t> data_order;
   for (const auto& s : loaded->sections)
-    if (s.kind == qemb::SectionKind::kData) data_order.push_back(s.index);
+    if (s.kind == qemb::SectionKind::kData || s.kind == qemb::SectionKind::kRows) data_order.push_back(s.index);
   auto renumber = [&](nlohmann::json& ref) {
     for (size_t k = 0; k < data_order.size(); ++k)
       if (ref.get<size_t>() == data_order[k]) {
@@ -185,18 +186,18 @@ void artifact_seed(const std::string& name, const Graph& g) {
   };
   for (auto& t : graph["tensors"]) {
     if (t.contains("data_section")) renumber(t["data_section"]);
-    if (t["encoding"].contains("scales_section")) {
-      renumber(t["encoding"]["scales_section"]);
-      renumber(t["encoding"]["offsets_section"]);
-    }
+    for (const char* key : {"scales_section", "offsets_section"})
+      if (t["encoding"].contains(key)) renumber(t["encoding"][key]);
   }
   for (auto& o : graph["ops"])
-    if (o.contains("intermediate") && o["intermediate"].contains("scales_section")) {
-      renumber(o["intermediate"]["scales_section"]);
-      renumber(o["intermediate"]["offsets_section"]);
-    }
+    if (o.contains("intermediate"))
+      for (const char* key : {"scales_section", "offsets_section"})
+        if (o["intermediate"].contains(key)) renumber(o["intermediate"][key]);
   parts.push_back(graph.dump());
-  for (size_t index : data_order) parts.push_back(text(loaded->sections[index]));
+  for (size_t index : data_order) {
+    const bool rows = loaded->sections[index].kind == qemb::SectionKind::kRows;
+    parts.push_back((rows ? std::string(qemb::fuzz::kRowsMarker) : std::string()) + text(loaded->sections[index]));
+  }
   const std::string joined = qemb::fuzz::join_sections(parts);
   auto packed = qemb::fuzz::pack_sections(qemb::fuzz::split_sections(joined));
   if (!qemb::load_artifact_from_bytes(std::make_shared<qemb::OwnedBuffer>(packed)).ok())
@@ -233,6 +234,23 @@ void artifact_seeds() {
     o.intermediate = Encoding::per_tensor(0.03f, 0, 8);
     g.add_op(o);
     artifact_seed("requant_legacy_s8", g);
+  }
+  {  // Format 3: the fused tables row-interleaved (ROWS sections), 4-bit odd
+     // width and 8-bit legacy.
+    Graph g;
+    g.add_tensor(interleave_rows(pcq("emb_weight", 5, 3, 4)).value());
+    g.add_tensor(indices("emb_indices"));
+    g.add_tensor(u16("emb", TensorKind::kAppRead, {0, 3}));
+    g.add_op(op(OpType::kRequantGather, "emb", {"emb_weight", "emb_indices"}, "emb"));
+    artifact_seed("requant_s4_rows", g, 0);
+    Graph l;
+    l.add_tensor(interleave_rows(pcq("emb_weight", 3, 4, 8)).value());
+    l.add_tensor(indices("emb_indices"));
+    l.add_tensor(u16("emb", TensorKind::kAppRead, {0, 4}));
+    Op o = op(OpType::kRequantGather, "emb", {"emb_weight", "emb_indices"}, "emb");
+    o.intermediate = Encoding::per_tensor(0.03f, 0, 8);
+    l.add_op(o);
+    artifact_seed("requant_legacy_s8_rows", l, 0);
   }
   {  // Unfolded legacy pattern: Gather into an intermediate, then Convert.
     Graph g;

@@ -19,9 +19,13 @@
 
 namespace qemb {
 
-inline constexpr uint32_t kArtifactFormatVersion = 2;  // the newest format this build reads and writes
+inline constexpr uint32_t kArtifactFormatVersion = 3;  // the newest format this build reads and writes
 // Format 1 holds one table; format 2, written only for a graph of several
 // tables (several APP_READ outputs), so older readers refuse it by version.
+// Format 3 adds ROWS sections (row-interleaved tables, Tensor::row_stride) and
+// leaves out the all-zero offsets of symmetric per-axis encodings; it is
+// written only for graphs that use either, so the others stay readable by
+// older builds.
 inline constexpr size_t kArtifactHeaderSize = 64;
 inline constexpr size_t kArtifactSectionEntrySize = 96;
 inline constexpr size_t kArtifactSectionNameSize = 64;  // NUL-padded, at most 63 name bytes
@@ -29,8 +33,9 @@ inline constexpr size_t kArtifactDataAlignment = 64;    // file offset of every 
 // "QEMB", then bytes that break under 7-bit, CRLF and DOS-EOF mangling.
 inline constexpr char kArtifactMagic[8] = {'Q', 'E', 'M', 'B', '\x89', '\r', '\n', '\x1a'};
 
-enum class SectionKind : uint32_t { kMeta = 1, kGraph = 2, kData = 3 };
-const char* to_string(SectionKind kind);  // "META", "GRAPH", "DATA"
+// ROWS (format 3): the data of a row-interleaved tensor; DATA otherwise.
+enum class SectionKind : uint32_t { kMeta = 1, kGraph = 2, kData = 3, kRows = 4 };
+const char* to_string(SectionKind kind);  // "META", "GRAPH", "DATA", "ROWS"
 
 // One entry of the section table, as read from the file.
 struct SectionInfo {
@@ -50,8 +55,19 @@ struct SectionInfo {
 // STATIC tensor data is streamed from each tensor's Buffer, not copied whole.
 Status write_artifact(const std::string& path, const Graph& graph, const nlohmann::json& metadata);
 
-// The format version written for `graph`: 1 for one table (what every qemb
-// reads), 2 for several.
+struct ArtifactWriteOptions {
+  // 0: the lowest format that holds the graph as it is (artifact_format_version_for).
+  // 1 or 2: the layout older qemb builds read: interleaved tensors are written
+  // plain (values, then scales and zero offsets in their own DATA sections)
+  // and zero offsets are written out; 2 only for several tables.
+  uint32_t format_version = 0;
+};
+Status write_artifact(const std::string& path, const Graph& graph, const nlohmann::json& metadata,
+                      const ArtifactWriteOptions& options);
+
+// The format version written for `graph`: 3 when it holds a row-interleaved
+// tensor or a per-axis encoding whose offsets are all 0 (left out of the
+// file), else 1 for one table (what every qemb reads), 2 for several.
 uint32_t artifact_format_version_for(const Graph& graph);
 
 class ArtifactStream;

@@ -111,8 +111,19 @@ struct Tensor {
   std::vector<int64_t> shape;
   Encoding encoding;
   std::shared_ptr<const Buffer> data;  // STATIC only
+  // Non-zero: row-interleaved storage (see interleaved_row_stride): `data`
+  // holds one record of `row_stride` bytes a row, the row's per-axis scale
+  // followed by its values, and encoding.scales / offsets are empty (the
+  // scales live in the rows; the offsets are 0).
+  size_t row_stride = 0;
 
   int64_t num_elements() const;
+  bool interleaved() const { return row_stride != 0; }
+  // Row r's per-axis (axis 0) scale: from its record when interleaved, else
+  // encoding.scales[r]. Interleaved data must be in memory.
+  float row_scale(int64_t r) const;
+  // Row r's values in storage layout (interleaved or plain, rank 2).
+  const uint8_t* row_values(int64_t r) const;
   int bitwidth() const;  // encoding bitwidth, or the dtype's natural width
   // Its entry in the storage format table; nullptr for a combination qemb
   // does not store (the artifact reader and Graph::check refuse those).
@@ -125,8 +136,29 @@ int64_t checked_element_count(const std::vector<int64_t>& shape);
 
 // Bytes one row of `dim` values occupies in storage layout.
 size_t row_storage_bytes(DataType dtype, int bitwidth, int64_t dim);
-// Bytes of a whole [rows, dim] tensor in storage layout (shape rank >= 1).
+// Bytes of a whole [rows, dim] tensor in storage layout (shape rank >= 1);
+// rows * row_stride for an interleaved tensor.
 size_t storage_bytes(const Tensor& t);
+
+// Row-interleaved layout of a symmetric per-row-quantized [V, D]
+// SFIXED_POINT_8 table (the fused lookup's table): row r's record starts at
+// r * stride and holds its scale s_r (float32 little-endian) at byte 0, its
+// ceil(D * bits / 8) value bytes in storage layout from byte
+// kInterleavedValuesOffset, then zero bytes up to the stride. A cold lookup
+// of a row reads one contiguous run instead of a row and a distant scale.
+inline constexpr size_t kInterleavedValuesOffset = 4;
+// The stride: 4 + the row's value bytes, rounded up to 4 so that every scale
+// is 4-byte aligned (68 bytes for D = 128 at 4 bits: the fewest whole cache
+// lines, two, any 68-byte run can touch).
+size_t interleaved_row_stride(int bits, int64_t dim);
+// Whether `t` may be stored interleaved: STATIC SFIXED_POINT_8 [V, D], per-axis
+// along axis 0 with every offset 0, its data in memory.
+bool can_interleave(const Tensor& t);
+// The interleaved copy of a plain tensor that can_interleave() accepts.
+Result<Tensor> interleave_rows(const Tensor& plain);
+// The plain copy (packed values, encoding.scales, zero offsets) of an
+// interleaved tensor whose data are in memory; a plain tensor as it is.
+Tensor deinterleave_rows(const Tensor& t);
 
 // 4-bit helpers for the packed layout.
 inline int8_t unpack_int4(const uint8_t* row, int64_t col) {

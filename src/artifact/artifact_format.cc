@@ -17,6 +17,7 @@ const char* to_string(SectionKind kind) {
     case SectionKind::kMeta: return "META";
     case SectionKind::kGraph: return "GRAPH";
     case SectionKind::kData: return "DATA";
+    case SectionKind::kRows: return "ROWS";
   }
   return "?";
 }
@@ -138,6 +139,26 @@ Status check_tensor_layout(const Tensor& t, size_t* storage_bytes_out) {
   uint64_t total = 0;
   if (__builtin_mul_overflow(rows, row_bytes, &total) || total > std::numeric_limits<size_t>::max() / 2)
     return make_error(ErrorCode::kInvalidArgument, owner + " needs more storage than fits in memory");
+  if (t.interleaved()) {
+    const Encoding& e = t.encoding;
+    if (t.kind != TensorKind::kStatic || t.dtype != DataType::kSFixedPoint8 || t.shape.size() != 2 ||
+        !e.is_per_axis() || e.axis != 0)
+      return make_error(ErrorCode::kInvalidArgument,
+                        owner + " is row-interleaved but is not a STATIC SFIXED_POINT_8 [rows, dim] table "
+                                "quantized per row (per_axis, axis 0)");
+    if (!e.scales.empty() || !e.offsets.empty())
+      return make_error(ErrorCode::kInvalidArgument,
+                        owner + " is row-interleaved but also carries per-axis scales or offsets");
+    const uint64_t stride = interleaved_row_stride(format->bits, dim);
+    if (t.row_stride != stride)
+      return make_error(ErrorCode::kInvalidArgument, owner + " has row stride " + std::to_string(t.row_stride) +
+                                                         ", a row of " + std::to_string(dim) + " " + format->name +
+                                                         " values needs " + std::to_string(stride));
+    if (__builtin_mul_overflow(rows, stride, &total) || total > std::numeric_limits<size_t>::max() / 2)
+      return make_error(ErrorCode::kInvalidArgument, owner + " needs more storage than fits in memory");
+    *storage_bytes_out = static_cast<size_t>(total);
+    return Status::Ok();
+  }
   if (t.encoding.is_per_axis()) {
     const Encoding& e = t.encoding;
     if (e.axis < 0 || static_cast<size_t>(e.axis) >= t.shape.size())

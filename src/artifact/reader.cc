@@ -86,8 +86,12 @@ class ArtifactReader {
   Status read_graph(const json& graph_json);
   Result<Tensor> read_tensor(const json& j, const std::string& where);
   Result<Op> read_op(const json& j, const std::string& where);
-  Result<Encoding> read_encoding(const json& j, const std::string& where);
-  Result<size_t> claim_data_section(const json& value, const std::string& where);
+  // `interleaved_rows` >= 0: the encoding of an interleaved tensor with that
+  // many rows, whose scales are in its ROWS section.
+  Result<Encoding> read_encoding(const json& j, const std::string& where, int64_t interleaved_rows = -1);
+  Result<size_t> claim_data_section(const json& value, const std::string& where,
+                                    SectionKind kind = SectionKind::kData);
+  Status check_interleaved_scales(const Tensor& t, size_t index);
 
   // JSON field access that names the field in errors.
   Result<const json*> field(const json& obj, const char* key, const std::string& where, bool required = true);
@@ -141,7 +145,7 @@ Status ArtifactReader::read_header() {
   const uint32_t entry_size = load_u32(base_ + kEntrySizeOffset);
   if (entry_size != kArtifactSectionEntrySize) {
     return corrupt("the header says section-table entries are " + std::to_string(entry_size) +
-                   " bytes, format 1 uses " + std::to_string(kArtifactSectionEntrySize));
+                   " bytes, every format uses " + std::to_string(kArtifactSectionEntrySize));
   }
   section_count_ = load_u32(base_ + kSectionCountOffset);
   table_offset_ = load_u64(base_ + kTableOffsetOffset);
@@ -180,9 +184,12 @@ Status ArtifactReader::read_section_table() {
       return corrupt("section " + std::to_string(i) + " has non-zero bytes after its name");
     s.name.assign(reinterpret_cast<const char*>(name), reinterpret_cast<const char*>(name_end));
     const uint32_t kind = load_u32(entry + kEntryKindOffset);
-    if (kind < 1 || kind > 3)
+    const uint32_t max_kind = out_.format_version >= 3 ? 4 : 3;
+    if (kind < 1 || kind > max_kind)
       return corrupt("section " + std::to_string(i) + " '" + s.name + "' has unknown kind " + std::to_string(kind) +
-                     " (expected 1=META, 2=GRAPH, 3=DATA)");
+                     (max_kind == 4 ? " (expected 1=META, 2=GRAPH, 3=DATA, 4=ROWS)"
+                                    : " (expected 1=META, 2=GRAPH, 3=DATA in format " +
+                                          std::to_string(out_.format_version) + ")"));
     s.kind = static_cast<SectionKind>(kind);
     if (load_u32(entry + kEntryFlagsOffset) != 0) return corrupt(section_label(i) + " has non-zero flags");
     s.offset = load_u64(entry + kEntryOffsetOffset);
@@ -192,7 +199,7 @@ Status ArtifactReader::read_section_table() {
       return corrupt(section_label(i) + " spans bytes " + std::to_string(s.offset) + "+" + std::to_string(s.size) +
                      ", outside the " + std::to_string(size_) + "-byte file");
     }
-    if (s.kind == SectionKind::kData && s.offset % kArtifactDataAlignment != 0) {
+    if ((s.kind == SectionKind::kData || s.kind == SectionKind::kRows) && s.offset % kArtifactDataAlignment != 0) {
       return corrupt(section_label(i) + " starts at offset " + std::to_string(s.offset) + ", not a multiple of " +
                      std::to_string(kArtifactDataAlignment));
     }
@@ -243,7 +250,7 @@ Status ArtifactReader::check_layout() {
 Status ArtifactReader::verify_checksums() {
   for (size_t i = 0; i < out_.sections.size(); ++i) {
     SectionInfo& s = out_.sections[i];
-    if (s.kind == SectionKind::kData && verify_ == Verify::kHeader) continue;
+    if ((s.kind == SectionKind::kData || s.kind == SectionKind::kRows) && verify_ == Verify::kHeader) continue;
     const uint64_t computed = section_checksum(base_ + s.offset, static_cast<size_t>(s.size));
     if (computed != s.checksum) {
       return corrupt(section_label(i) + " checksum mismatch: stored " + hex64(s.checksum) + ", computed " +
@@ -294,7 +301,7 @@ Result<int64_t> ArtifactReader::as_int(const json& v, const std::string& where, 
   if (!v.is_number_integer()) return corrupt(where + " is " + v.type_name() + ", expected an integer");
   if (v.is_number_unsigned()) {
     const uint64_t u = v.get<uint64_t>();
-    if (u > static_cast<uint64_t>(hi))
+    if (u > static_cast<uint64_t>(hi) || (lo > 0 && u < static_cast<uint64_t>(lo)))
       return corrupt(where + " is " + std::to_string(u) + ", expected " + std::to_string(lo) + ".." +
                      std::to_string(hi));
     return static_cast<int64_t>(u);
@@ -326,21 +333,21 @@ Result<std::vector<std::string>> ArtifactReader::string_list(const json& obj, co
   return out;
 }
 
-// A DATA section may be referenced once, by index.
-Result<size_t> ArtifactReader::claim_data_section(const json& value, const std::string& where) {
+// A DATA (or ROWS) section may be referenced once, by index.
+Result<size_t> ArtifactReader::claim_data_section(const json& value, const std::string& where, SectionKind kind) {
   QEMB_ASSIGN_OR_RETURN(int64_t index, as_int(value, where, 0, std::numeric_limits<int64_t>::max()));
   if (static_cast<uint64_t>(index) >= out_.sections.size())
     return corrupt(where + " refers to section " + std::to_string(index) + " but the file has " +
                    std::to_string(out_.sections.size()));
   const size_t i = static_cast<size_t>(index);
-  if (out_.sections[i].kind != SectionKind::kData)
-    return corrupt(where + " refers to " + section_label(i) + ", expected a DATA section");
+  if (out_.sections[i].kind != kind)
+    return corrupt(where + " refers to " + section_label(i) + ", expected a " + to_string(kind) + " section");
   if (data_claimed_[i]) return corrupt(where + " refers to " + section_label(i) + ", which is already in use");
   data_claimed_[i] = true;
   return i;
 }
 
-Result<Encoding> ArtifactReader::read_encoding(const json& j, const std::string& where) {
+Result<Encoding> ArtifactReader::read_encoding(const json& j, const std::string& where, int64_t interleaved_rows) {
   if (!j.is_object()) return corrupt(where + " is " + j.type_name() + ", expected an object");
   Encoding e;
   QEMB_ASSIGN_OR_RETURN(std::string type, string_field(j, "type", where));
@@ -365,27 +372,47 @@ Result<Encoding> ArtifactReader::read_encoding(const json& j, const std::string&
     QEMB_ASSIGN_OR_RETURN(int64_t axis, int_field(j, "axis", where, 0, std::numeric_limits<int32_t>::max()));
     e.axis = static_cast<int>(axis);
     QEMB_ASSIGN_OR_RETURN(int64_t count, int_field(j, "count", where, 0, std::numeric_limits<int64_t>::max()));
-    QEMB_ASSIGN_OR_RETURN(const json* scales_ref, field(j, "scales_section", where));
+    QEMB_ASSIGN_OR_RETURN(const json* scales_ref, field(j, "scales_section", where, /*required=*/false));
+    QEMB_ASSIGN_OR_RETURN(const json* offsets_ref, field(j, "offsets_section", where, /*required=*/false));
+    if (interleaved_rows >= 0) {
+      // The scales are in the rows and the offsets are 0.
+      if (scales_ref || offsets_ref)
+        return corrupt(where + " has a " + (scales_ref ? "scales_section" : "offsets_section") +
+                       ", but its tensor is row-interleaved (its scales are in its rows, its offsets 0)");
+      if (e.axis != 0)
+        return corrupt(where + ".axis is " + std::to_string(e.axis) + ", a row-interleaved tensor is quantized "
+                       "along axis 0");
+      if (count != interleaved_rows)
+        return corrupt(where + ".count is " + std::to_string(count) + ", the row-interleaved tensor has " +
+                       std::to_string(interleaved_rows) + " rows");
+      return e;
+    }
+    if (!scales_ref) return corrupt(where + " has no 'scales_section' field");
     QEMB_ASSIGN_OR_RETURN(size_t scales_index, claim_data_section(*scales_ref, where + ".scales_section"));
-    QEMB_ASSIGN_OR_RETURN(const json* offsets_ref, field(j, "offsets_section", where));
-    QEMB_ASSIGN_OR_RETURN(size_t offsets_index, claim_data_section(*offsets_ref, where + ".offsets_section"));
     const SectionInfo& ss = out_.sections[scales_index];
-    const SectionInfo& os = out_.sections[offsets_index];
     if (static_cast<uint64_t>(count) > ss.size / 4 || ss.size != static_cast<uint64_t>(count) * 4)
       return corrupt(section_label(scales_index) + " holds " + std::to_string(ss.size) + " bytes, " + where +
                      " needs " + std::to_string(count) + " float32 scales");
-    if (os.size != ss.size)
-      return corrupt(section_label(offsets_index) + " holds " + std::to_string(os.size) + " bytes, " + where +
-                     " needs " + std::to_string(count) + " int32 offsets");
+    // Format 3 leaves out offsets that are all 0 (symmetric weights).
+    const uint8_t* op = nullptr;
+    if (offsets_ref) {
+      QEMB_ASSIGN_OR_RETURN(size_t offsets_index, claim_data_section(*offsets_ref, where + ".offsets_section"));
+      const SectionInfo& os = out_.sections[offsets_index];
+      if (os.size != ss.size)
+        return corrupt(section_label(offsets_index) + " holds " + std::to_string(os.size) + " bytes, " + where +
+                       " needs " + std::to_string(count) + " int32 offsets");
+      op = base_ + os.offset;
+    } else if (out_.format_version < 3) {
+      return corrupt(where + " has no 'offsets_section' field");
+    }
     const uint8_t* sp = base_ + ss.offset;
-    const uint8_t* op = base_ + os.offset;
     e.scales.resize(static_cast<size_t>(count));
-    e.offsets.resize(static_cast<size_t>(count));
+    e.offsets.assign(static_cast<size_t>(count), 0);
     for (size_t i = 0; i < e.scales.size(); ++i) {
       e.scales[i] = std::bit_cast<float>(load_u32(sp + 4 * i));
       if (!std::isfinite(e.scales[i]))
         return corrupt(section_label(scales_index) + " scale " + std::to_string(i) + " is not finite");
-      e.offsets[i] = static_cast<int32_t>(load_u32(op + 4 * i));
+      if (op) e.offsets[i] = static_cast<int32_t>(load_u32(op + 4 * i));
     }
   } else {
     return corrupt(where + ".type is '" + type + "', expected none, per_tensor or per_axis");
@@ -416,8 +443,22 @@ Result<Tensor> ArtifactReader::read_tensor(const json& j, const std::string& whe
                                               std::numeric_limits<int64_t>::max()));
     t.shape.push_back(dim);
   }
+  // Format 3: a row-interleaved table says its record size.
+  QEMB_ASSIGN_OR_RETURN(const json* stride, field(j, "row_stride", here, /*required=*/false));
+  if (stride) {
+    if (out_.format_version < 3)
+      return corrupt(here + " has a row_stride, which format " + std::to_string(out_.format_version) +
+                     " does not have");
+    if (t.kind != TensorKind::kStatic || t.dtype != DataType::kSFixedPoint8 || t.shape.size() != 2)
+      return corrupt(here + " has a row_stride but is not a STATIC SFIXED_POINT_8 [rows, dim] table");
+    QEMB_ASSIGN_OR_RETURN(int64_t v, as_int(*stride, here + ".row_stride", 1, std::numeric_limits<int32_t>::max()));
+    t.row_stride = static_cast<size_t>(v);
+  }
   QEMB_ASSIGN_OR_RETURN(const json* encoding, field(j, "encoding", here));
-  QEMB_ASSIGN_OR_RETURN(t.encoding, read_encoding(*encoding, here + ".encoding"));
+  QEMB_ASSIGN_OR_RETURN(t.encoding,
+                        read_encoding(*encoding, here + ".encoding", t.interleaved() ? t.shape[0] : -1));
+  if (t.interleaved() && !t.encoding.is_per_axis())
+    return corrupt(here + " has a row_stride but its encoding is not per_axis");
   size_t needed = 0;
   Status layout = check_tensor_layout(t, &needed);
   if (!layout.ok()) return corrupt(layout.message());
@@ -428,11 +469,13 @@ Result<Tensor> ArtifactReader::read_tensor(const json& j, const std::string& whe
     return t;
   }
   if (!data_ref) return corrupt(here + " is STATIC but has no data_section");
-  QEMB_ASSIGN_OR_RETURN(size_t index, claim_data_section(*data_ref, here + ".data_section"));
+  QEMB_ASSIGN_OR_RETURN(size_t index, claim_data_section(*data_ref, here + ".data_section",
+                                                         t.interleaved() ? SectionKind::kRows : SectionKind::kData));
   const SectionInfo& s = out_.sections[index];
   if (s.size != needed) {
     return corrupt(section_label(index) + " holds " + std::to_string(s.size) + " bytes, tensor '" + t.name +
-                   "' (" + to_string(t.dtype) + ", bitwidth " + std::to_string(t.bitwidth()) + ") needs " +
+                   "' (" + to_string(t.dtype) + ", bitwidth " + std::to_string(t.bitwidth()) +
+                   (t.interleaved() ? ", row stride " + std::to_string(t.row_stride) : std::string()) + ") needs " +
                    std::to_string(needed));
   }
   const uint8_t* data = base_ + s.offset;
@@ -440,7 +483,20 @@ Result<Tensor> ArtifactReader::read_tensor(const json& j, const std::string& whe
     return make_error(ErrorCode::kInternal, source_ + ": data of tensor '" + t.name + "' is not " +
                                                 std::to_string(kArtifactDataAlignment) + "-byte aligned in memory");
   t.data = std::make_shared<ViewBuffer>(backing_, data, static_cast<size_t>(s.size));
+  if (t.interleaved()) QEMB_RETURN_IF_ERROR(check_interleaved_scales(t, index));
   return t;
+}
+
+// The scales of a plain table are checked as they are copied out; those in
+// a ROWS section only when the section is verified (kHeader opens a big
+// table without reading it). A scale the check would refuse cannot make a
+// kernel misbehave: every float-to-int conversion is clamped.
+Status ArtifactReader::check_interleaved_scales(const Tensor& t, size_t index) {
+  if (!out_.sections[index].verified) return Status::Ok();
+  for (int64_t r = 0; r < t.shape[0]; ++r)
+    if (!std::isfinite(t.row_scale(r)))
+      return corrupt(section_label(index) + " row " + std::to_string(r) + " has a scale that is not finite");
+  return Status::Ok();
 }
 
 Result<Op> ArtifactReader::read_op(const json& j, const std::string& where) {
@@ -482,7 +538,8 @@ Status ArtifactReader::read_graph(const json& g) {
     out_.graph.add_op(std::move(op));
   }
   for (size_t i = 0; i < data_claimed_.size(); ++i)
-    if (out_.sections[i].kind == SectionKind::kData && !data_claimed_[i])
+    if ((out_.sections[i].kind == SectionKind::kData || out_.sections[i].kind == SectionKind::kRows) &&
+        !data_claimed_[i])
       return corrupt(section_label(i) + " is not referenced by the graph");
   Status checked = out_.graph.check();
   if (!checked.ok()) return corrupt("the graph is inconsistent: " + checked.message());

@@ -68,8 +68,17 @@ std::vector<uint8_t> encode_offsets(const std::vector<int32_t>& offsets) {
   return bytes;
 }
 
+bool all_zero(const std::vector<int32_t>& offsets) {
+  for (int32_t o : offsets)
+    if (o != 0) return false;
+  return true;
+}
+
 // Per-axis scales and offsets become DATA sections; the JSON refers to them.
-json encoding_json(const Encoding& e, const std::string& owner_name, const char* prefix, SectionPlan& plan) {
+// Format 3 leaves out offsets that are all 0, and an interleaved tensor's
+// scales are in its rows (`rows_count`: its row count, else -1).
+json encoding_json(const Encoding& e, const std::string& owner_name, const char* prefix, SectionPlan& plan,
+                   uint32_t version, int64_t rows_count = -1) {
   json j = json::object();
   j["type"] = encoding_type_name(e.type);
   j["bitwidth"] = e.bitwidth;
@@ -82,11 +91,16 @@ json encoding_json(const Encoding& e, const std::string& owner_name, const char*
       break;
     case Encoding::Type::kPerAxis:
       j["axis"] = e.axis;
+      if (rows_count >= 0) {
+        j["count"] = rows_count;
+        break;
+      }
       j["count"] = e.scales.size();
       j["scales_section"] = plan.add_owned(SectionKind::kData, section_name(std::string(prefix) + "scales:", owner_name),
                                            encode_scales(e.scales));
-      j["offsets_section"] = plan.add_owned(
-          SectionKind::kData, section_name(std::string(prefix) + "offsets:", owner_name), encode_offsets(e.offsets));
+      if (version < 3 || !all_zero(e.offsets))
+        j["offsets_section"] = plan.add_owned(
+            SectionKind::kData, section_name(std::string(prefix) + "offsets:", owner_name), encode_offsets(e.offsets));
       break;
   }
   return j;
@@ -105,7 +119,7 @@ using StreamedLookup = std::function<Result<std::optional<StreamedSection>>(cons
 // when the table comes first), the table at 64 (`table_first`) or after the
 // last section. `check_before_writing` runs once everything is planned.
 Status write_impl(const std::string& where, AtomicFileWriter& writer, const Graph& graph, const json& metadata,
-                  const StreamedLookup& streamed, bool table_first, uint64_t first_free,
+                  uint32_t version, const StreamedLookup& streamed, bool table_first, uint64_t first_free,
                   const std::function<Status()>& check_before_writing) {
   if (!metadata.is_object())
     return make_error(ErrorCode::kInvalidArgument,
@@ -137,20 +151,26 @@ Status write_impl(const std::string& where, AtomicFileWriter& writer, const Grap
     jt["kind"] = to_string(t.kind);
     jt["dtype"] = to_string(t.dtype);
     jt["shape"] = t.shape;
+    const SectionKind data_kind = t.interleaved() ? SectionKind::kRows : SectionKind::kData;
+    if (t.interleaved()) {
+      if (version < 3)
+        return make_error(ErrorCode::kInvalidArgument, where + "tensor '" + t.name + "' is row-interleaved, which "
+                                                           "format " + std::to_string(version) + " cannot hold");
+      jt["row_stride"] = t.row_stride;
+    }
     if (t.kind == TensorKind::kStatic) {
       QEMB_ASSIGN_OR_RETURN(std::optional<StreamedSection> in_file, streamed(t));
       if (in_file) {
-        jt["data_section"] = plan.add_in_file(SectionKind::kData, section_name("tensor:", t.name), in_file->offset,
+        jt["data_section"] = plan.add_in_file(data_kind, section_name("tensor:", t.name), in_file->offset,
                                               in_file->size, in_file->checksum);
       } else if (t.data->size() > 0 && t.data->data() == nullptr) {
         return make_error(ErrorCode::kInvalidArgument,
                           where + "the data of tensor '" + t.name + "' are not in memory or in this file");
       } else {
-        jt["data_section"] =
-            plan.add(SectionKind::kData, section_name("tensor:", t.name), t.data->data(), t.data->size());
+        jt["data_section"] = plan.add(data_kind, section_name("tensor:", t.name), t.data->data(), t.data->size());
       }
     }
-    jt["encoding"] = encoding_json(t.encoding, t.name, "", plan);
+    jt["encoding"] = encoding_json(t.encoding, t.name, "", plan, version, t.interleaved() ? t.shape[0] : -1);
     tensors.push_back(std::move(jt));
   }
   json ops = json::array();
@@ -161,7 +181,7 @@ Status write_impl(const std::string& where, AtomicFileWriter& writer, const Grap
     jo["inputs"] = op.inputs;
     jo["outputs"] = op.outputs;
     jo["axis"] = op.axis;
-    if (op.intermediate) jo["intermediate"] = encoding_json(*op.intermediate, op.name, "op_", plan);
+    if (op.intermediate) jo["intermediate"] = encoding_json(*op.intermediate, op.name, "op_", plan, version);
     ops.push_back(std::move(jo));
   }
   json graph_json = json::object();
@@ -207,7 +227,7 @@ Status write_impl(const std::string& where, AtomicFileWriter& writer, const Grap
   }
   uint8_t header[kArtifactHeaderSize] = {};
   std::memcpy(header + kMagicOffset, kArtifactMagic, sizeof(kArtifactMagic));
-  store_u32(header + kVersionOffset, artifact_format_version_for(graph));
+  store_u32(header + kVersionOffset, version);
   store_u32(header + kSectionCountOffset, static_cast<uint32_t>(sections.size()));
   store_u64(header + kFileSizeOffset, file_size);
   store_u64(header + kTableOffsetOffset, table_offset);
@@ -226,20 +246,69 @@ Status write_impl(const std::string& where, AtomicFileWriter& writer, const Grap
 
 }  // namespace
 
-uint32_t artifact_format_version_for(const Graph& graph) {
+namespace {
+
+uint32_t tables_version(const Graph& graph) {
   size_t outputs = 0;
   for (const Tensor& t : graph.tensors) outputs += t.kind == TensorKind::kAppRead;
   return outputs > 1 ? 2 : 1;
 }
 
+bool zero_per_axis_offsets(const Encoding& e) {
+  return e.is_per_axis() && !e.offsets.empty() && all_zero(e.offsets);
+}
+
+}  // namespace
+
+uint32_t artifact_format_version_for(const Graph& graph) {
+  for (const Tensor& t : graph.tensors)
+    if (t.interleaved() || zero_per_axis_offsets(t.encoding)) return 3;
+  for (const Op& op : graph.ops)
+    if (op.intermediate && zero_per_axis_offsets(*op.intermediate)) return 3;
+  return tables_version(graph);
+}
+
 Status write_artifact(const std::string& path, const Graph& graph, const nlohmann::json& metadata) {
+  return write_artifact(path, graph, metadata, ArtifactWriteOptions{});
+}
+
+Status write_artifact(const std::string& path, const Graph& graph, const nlohmann::json& metadata,
+                      const ArtifactWriteOptions& options) {
   try {
     const std::string where = "cannot write artifact '" + path + "': ";
+    const uint32_t wanted = options.format_version;
+    const Graph* to_write = &graph;
+    Graph plain;
+    uint32_t version = artifact_format_version_for(graph);
+    if (wanted == 1 || wanted == 2) {
+      // The layout older builds read: every tensor plain.
+      plain = graph;
+      for (Tensor& t : plain.tensors) {
+        if (!t.interleaved()) continue;
+        if (!t.data || t.data->data() == nullptr || t.data->size() != storage_bytes(t))
+          return make_error(ErrorCode::kInvalidArgument,
+                            where + "the data of tensor '" + t.name + "' are not in memory");
+        t = deinterleave_rows(t);
+      }
+      to_write = &plain;
+      version = tables_version(plain);
+      if (version != wanted)
+        return make_error(ErrorCode::kInvalidArgument,
+                          where + "format " + std::to_string(wanted) + " holds " +
+                              (wanted == 1 ? "one table" : "several tables") + ", the graph has " +
+                              (version == 1 ? "one" : "several"));
+    } else if (wanted == 3) {
+      version = 3;
+    } else if (wanted != 0) {
+      return make_error(ErrorCode::kInvalidArgument, where + "format " + std::to_string(wanted) +
+                                                         " is not one this build writes (1 to " +
+                                                         std::to_string(kArtifactFormatVersion) + ")");
+    }
     QEMB_ASSIGN_OR_RETURN(auto writer, AtomicFileWriter::create(path));
     const StreamedLookup nothing_streamed = [](const Tensor&) -> Result<std::optional<StreamedSection>> {
       return std::optional<StreamedSection>();
     };
-    return write_impl(where, *writer, graph, metadata, nothing_streamed, /*table_first=*/true, 0,
+    return write_impl(where, *writer, *to_write, metadata, version, nothing_streamed, /*table_first=*/true, 0,
                       [] { return Status::Ok(); });
   } catch (const std::exception& e) {  // e.g. std::bad_alloc: never let it cross the boundary
     return make_error(ErrorCode::kInternal, "cannot write artifact '" + path + "': " + e.what());
@@ -359,7 +428,8 @@ Status ArtifactStream::finish(const Graph& graph, const nlohmann::json& metadata
     return std::optional<StreamedSection>(StreamedSection{streamed->file_offset_, streamed->size_, st.checksum.digest()});
   };
   try {
-    QEMB_RETURN_IF_ERROR(write_impl(where, *file_, graph, metadata, lookup, /*table_first=*/false, next_offset_,
+    QEMB_RETURN_IF_ERROR(write_impl(where, *file_, graph, metadata, artifact_format_version_for(graph), lookup,
+                                    /*table_first=*/false, next_offset_,
                                     [&]() -> Status {
                                       for (size_t i = 0; i < uses.size(); ++i)
                                         if (uses[i] != 1)

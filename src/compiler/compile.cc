@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -369,6 +370,14 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   if (lo_opts.name.empty()) return make_error(ErrorCode::kInvalidArgument, "embedding node name is empty");
   QEMB_ASSIGN_OR_RETURN(const PatternChoice choice, choose_pattern(options.pattern, target, lo_opts.name));
   const bool fold_to_u16 = out.mode == CompileMode::kMaterialize && choice.pattern == Pattern::kOptimized;
+  // A fused compile stores the table its fused gather reads row-interleaved
+  // (each row's scale next to its values: one contiguous read a cold lookup).
+  // Streamed, the records go straight to the file; in memory the plain rows
+  // are kept (the lowered graph holds them) and interleaved after fusing.
+  const bool interleave = out.mode == CompileMode::kFused;
+  const bool stream_interleaved = interleave && stream != nullptr;
+  const size_t stride = interleaved_row_stride(bits, dim);
+  const size_t out_row_bytes = stream_interleaved ? stride : row_bytes;
 
   // The first pass over the input: finiteness, the value range, the row
   // scales and (unless folding) the packed rows, one row at a time so each
@@ -381,7 +390,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   // (0.5 or 1 byte a value) in fresh memory, whose first touch was a fifth of
   // the materialized compile's time on a VM.
   std::optional<TableOutput> packed;
-  if (!fold_to_u16) packed.emplace(row_bytes, rows, stream);
+  if (!fold_to_u16) packed.emplace(out_row_bytes, rows, stream);
   std::vector<float> scales(static_cast<size_t>(rows));
   std::mutex range_mu;
   float lo = INFINITY, hi = -INFINITY;
@@ -404,7 +413,15 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
         chi = std::max(chi, st.max);
         const float s = row_scale_from_amax(st.amax, qmax);
         scales[static_cast<size_t>(r)] = s;
-        if (dst != nullptr) quantize_row(row.data(), s, dst + static_cast<size_t>(r - begin) * row_bytes);
+        if (dst == nullptr) continue;
+        uint8_t* rec = dst + static_cast<size_t>(r - begin) * out_row_bytes;
+        if (stream_interleaved) {
+          const uint32_t sb = std::bit_cast<uint32_t>(s);
+          for (int i = 0; i < 4; ++i) rec[i] = static_cast<uint8_t>(sb >> (8 * i));
+          rec += kInterleavedValuesOffset;
+          std::memset(rec + row_bytes, 0, stride - kInterleavedValuesOffset - row_bytes);
+        }
+        quantize_row(row.data(), s, rec);
       }
       if (packed) QEMB_RETURN_IF_ERROR(packed->commit(begin, end, dst));
       release_windows.done(begin, end);
@@ -421,11 +438,12 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
     QEMB_ASSIGN_OR_RETURN(out.act, checked_activation_encoding(lo, hi));
   }
 
+  // Lowered over the plain layout's size; streamed records replace it after fusing.
+  std::shared_ptr<Buffer> lowered_data =
+      packed && !stream_interleaved ? std::const_pointer_cast<Buffer>(packed->buffer())
+                                    : std::make_shared<PendingBuffer>(row_bytes * static_cast<size_t>(rows));
   QEMB_ASSIGN_OR_RETURN(LoweredEmbedding lowered,
-                        lower_embedding(weight_tensor_of(scales, packed ? std::const_pointer_cast<Buffer>(packed->buffer())
-                                                                : std::make_shared<PendingBuffer>(
-                                                                      row_bytes * static_cast<size_t>(rows))),
-                                        out.act, target, lo_opts));
+                        lower_embedding(weight_tensor_of(scales, lowered_data), out.act, target, lo_opts));
   out.pattern = lowered.pattern;
   out.pattern_reason = lowered.reason;
   Graph& graph = lowered.graph;
@@ -486,6 +504,23 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
     out.runtime_graph = std::move(graph);
     if (out.mode == CompileMode::kFused) {
       QEMB_RETURN_IF_ERROR(fuse_requant_gathers(out.runtime_graph));
+      if (interleave) {
+        // The weight the fused gather reads (both patterns fuse to one RequantGather).
+        Tensor* w = nullptr;
+        for (const Op& op : out.runtime_graph.ops)
+          if (op.type == OpType::kRequantGather) w = out.runtime_graph.find_tensor(op.inputs[0]);
+        if (w == nullptr || w->kind != TensorKind::kStatic || !w->encoding.is_per_axis() || !packed)
+          return make_error(ErrorCode::kInternal, "the fused graph has no per-row weight to store row-interleaved");
+        if (stream_interleaved) {
+          w->data = std::const_pointer_cast<Buffer>(packed->buffer());
+          w->row_stride = stride;
+          w->encoding.scales.clear();
+          w->encoding.offsets.clear();
+        } else {
+          QEMB_ASSIGN_OR_RETURN(*w, interleave_rows(*w));
+        }
+        QEMB_RETURN_IF_ERROR(out.runtime_graph.check());
+      }
     } else {
       QEMB_RETURN_IF_ERROR(fold_static_converts(out.runtime_graph));
     }

@@ -1,6 +1,7 @@
 #include "qemb/ir.h"
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cstring>
 #include <set>
@@ -179,10 +180,77 @@ size_t row_storage_bytes(DataType dtype, int bitwidth, int64_t dim) {
 }
 
 size_t storage_bytes(const Tensor& t) {
+  if (t.interleaved()) return t.shape.empty() ? 0 : static_cast<size_t>(t.shape[0]) * t.row_stride;
   if (t.shape.empty()) return row_storage_bytes(t.dtype, t.bitwidth(), 1);
   int64_t rows = 1;
   for (size_t i = 0; i + 1 < t.shape.size(); ++i) rows *= t.shape[i];
   return static_cast<size_t>(rows) * row_storage_bytes(t.dtype, t.bitwidth(), t.shape.back());
+}
+
+size_t interleaved_row_stride(int bits, int64_t dim) {
+  const size_t values = (static_cast<size_t>(dim) * static_cast<size_t>(bits) + 7) / 8;
+  return (kInterleavedValuesOffset + values + 3) / 4 * 4;
+}
+
+float Tensor::row_scale(int64_t r) const {
+  if (!interleaved()) return encoding.scales[static_cast<size_t>(r)];
+  const uint8_t* p = data->data() + static_cast<size_t>(r) * row_stride;
+  const uint32_t bits = uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+  return std::bit_cast<float>(bits);
+}
+
+const uint8_t* Tensor::row_values(int64_t r) const {
+  if (interleaved()) return data->data() + static_cast<size_t>(r) * row_stride + kInterleavedValuesOffset;
+  return data->data() + static_cast<size_t>(r) * row_storage_bytes(dtype, bitwidth(), shape.back());
+}
+
+bool can_interleave(const Tensor& t) {
+  if (t.interleaved() || t.kind != TensorKind::kStatic || t.dtype != DataType::kSFixedPoint8 ||
+      t.shape.size() != 2 || !t.encoding.is_per_axis() || t.encoding.axis != 0 || t.format() == nullptr ||
+      !t.data || t.data->data() == nullptr || t.data->size() != storage_bytes(t) ||
+      static_cast<int64_t>(t.encoding.scales.size()) != t.shape[0] ||
+      t.encoding.offsets.size() != t.encoding.scales.size())
+    return false;
+  return std::all_of(t.encoding.offsets.begin(), t.encoding.offsets.end(), [](int32_t o) { return o == 0; });
+}
+
+Result<Tensor> interleave_rows(const Tensor& plain) {
+  if (!can_interleave(plain))
+    return make_error(ErrorCode::kInvalidArgument,
+                      "tensor '" + plain.name + "' cannot be stored row-interleaved: only a STATIC SFIXED_POINT_8 "
+                      "[rows, dim] table quantized per row with zero offsets, its data in memory, can");
+  Tensor t = plain;
+  const int64_t rows = plain.shape[0], dim = plain.shape[1];
+  const size_t values = row_storage_bytes(plain.dtype, plain.bitwidth(), dim);
+  t.row_stride = interleaved_row_stride(plain.bitwidth(), dim);
+  std::vector<uint8_t> bytes(static_cast<size_t>(rows) * t.row_stride, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* rec = bytes.data() + static_cast<size_t>(r) * t.row_stride;
+    const uint32_t s = std::bit_cast<uint32_t>(plain.encoding.scales[static_cast<size_t>(r)]);
+    for (int i = 0; i < 4; ++i) rec[i] = static_cast<uint8_t>(s >> (8 * i));
+    std::memcpy(rec + kInterleavedValuesOffset, plain.data->data() + static_cast<size_t>(r) * values, values);
+  }
+  t.data = std::make_shared<OwnedBuffer>(std::move(bytes));
+  t.encoding.scales.clear();
+  t.encoding.offsets.clear();
+  return t;
+}
+
+Tensor deinterleave_rows(const Tensor& t) {
+  if (!t.interleaved()) return t;
+  Tensor plain = t;
+  plain.row_stride = 0;
+  const int64_t rows = t.shape[0], dim = t.shape[1];
+  const size_t values = row_storage_bytes(t.dtype, t.bitwidth(), dim);
+  std::vector<uint8_t> bytes(static_cast<size_t>(rows) * values);
+  plain.encoding.scales.resize(static_cast<size_t>(rows));
+  plain.encoding.offsets.assign(static_cast<size_t>(rows), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    plain.encoding.scales[static_cast<size_t>(r)] = t.row_scale(r);
+    std::memcpy(bytes.data() + static_cast<size_t>(r) * values, t.row_values(r), values);
+  }
+  plain.data = std::make_shared<OwnedBuffer>(std::move(bytes));
+  return plain;
 }
 
 Tensor* Graph::find_tensor(const std::string& name) {
@@ -247,6 +315,7 @@ std::string Graph::dump() const {
   for (const auto& t : tensors) {
     os << "  " << escape_control(t.name) << ": " << to_string(t.kind) << " " << to_string(t.dtype) << " "
        << shape_text(t.shape) << " {" << encoding_text(t.encoding) << "}";
+    if (t.interleaved()) os << " row_stride=" << t.row_stride;
     if (t.data) os << " data=" << t.data->size() << "B";
     os << "\n";
   }
@@ -277,7 +346,15 @@ Status Graph::check() const {
                           "STATIC tensor '" + t.name + "' holds " + std::to_string(t.data->size()) +
                               " bytes, its shape needs " + std::to_string(storage_bytes(t)));
     }
-    if (t.encoding.is_per_axis()) {
+    if (t.interleaved()) {
+      const auto& e = t.encoding;
+      if (t.kind != TensorKind::kStatic || t.dtype != DataType::kSFixedPoint8 || t.shape.size() != 2 ||
+          !e.is_per_axis() || e.axis != 0 || !e.scales.empty() || !e.offsets.empty() || t.format() == nullptr ||
+          t.row_stride != interleaved_row_stride(t.bitwidth(), t.shape[1]))
+        return make_error(ErrorCode::kCorrupt,
+                          "tensor '" + t.name + "' is row-interleaved but is not a STATIC SFIXED_POINT_8 [rows, dim] "
+                          "table quantized along axis 0 with the stride its row needs");
+    } else if (t.encoding.is_per_axis()) {
       const auto& e = t.encoding;
       if (e.axis < 0 || static_cast<size_t>(e.axis) >= t.shape.size() ||
           static_cast<int64_t>(e.scales.size()) != t.shape[e.axis] ||

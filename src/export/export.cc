@@ -69,6 +69,12 @@ Result<QuantizedEmbedding> from_graph(const Graph& g, const nlohmann::json& meta
   }
   for (const Op& op : g.ops)
     if (op.type == OpType::kRequantGather && op.intermediate) e.max_scale = op.intermediate->scale;
+  // A row-interleaved table (a fused artifact) is read back as values and scales.
+  Tensor plain_weight;
+  if (weight != nullptr && weight->interleaved() && weight->data && weight->data->data() != nullptr) {
+    plain_weight = deinterleave_rows(*weight);
+    weight = &plain_weight;
+  }
   if (output == nullptr || !output->encoding.is_per_tensor() || output->dtype != DataType::kUFixedPoint16)
     return corrupt_graph("uint16 output with a per-tensor encoding");
   e.act.scale = output->encoding.scale;

@@ -46,7 +46,10 @@ Result<StoredTable> stored_table(const Graph& g) {
   for (const Op& op : g.ops) {
     const Tensor* t = g.find_tensor(op.inputs[0]);
     if (t && t->kind == TensorKind::kStatic && t->shape.size() == 2)
-      return StoredTable{t->data->data(), row_storage_bytes(t->dtype, t->bitwidth(), t->shape[1])};
+      // A row-interleaved table's rows are its records (scale and values):
+      // the bytes a lookup of the row reads.
+      return StoredTable{t->data->data(),
+                         t->interleaved() ? t->row_stride : row_storage_bytes(t->dtype, t->bitwidth(), t->shape[1])};
   }
   return make_error(ErrorCode::kUnsupported, "the artifact has no STATIC table to benchmark");
 }

@@ -65,6 +65,16 @@ nlohmann::json describe_artifact(const EmbeddingRuntime& runtime) {
     json tj = {{"name", t.name}, {"kind", to_string(t.kind)}, {"dtype", to_string(t.dtype)},
                {"shape", t.shape}, {"encoding", encoding_json(t.encoding)}};
     if (t.data) tj["bytes"] = t.data->size();
+    if (t.interleaved()) {
+      // Its scales sit in its rows, spread over the whole table: not read here.
+      tj["layout"] = "row_interleaved";
+      tj["row_stride"] = t.row_stride;
+      tj["encoding"]["num_scales"] = t.shape[0];
+      tj["encoding"]["scales"] = "in rows";
+      tj["encoding"]["offsets"] = "all 0";
+    } else {
+      tj["layout"] = "plain";
+    }
     tensors.push_back(tj);
   }
   j["tensors"] = tensors;
@@ -114,6 +124,10 @@ std::string describe_artifact_text(const EmbeddingRuntime& runtime) {
      << "table:        " << runtime.vocab_size() << " x " << runtime.dim() << "\n"
      << "activation:   scale=" << runtime.activation().scale << " offset=" << runtime.activation().offset() << "\n"
      << "kernel:       " << runtime.kernel_name() << "\n";
+  for (const Tensor& t : runtime.artifact().graph.tensors)
+    if (t.interleaved())
+      os << "storage:      '" << escape_control(t.name) << "' row-interleaved, " << t.row_stride
+         << " bytes a row (scale, then values)\n";
   if (j["source"].is_object())
     os << "source:       " << source("file") << " : " << source("tensor") << " (" << source("dtype") << ")\n";
   if (runtime.table_count() > 1 && j["tables"].is_array()) {

@@ -109,6 +109,31 @@ struct Value {
   int64_t rows = 0;
 };
 
+// Row r of a tensor as requantize_row reads it: a row-interleaved table's
+// record becomes its values and a one-row plain encoding holding its scale.
+class SourceRows {
+ public:
+  SourceRows(const Tensor& t, const uint8_t* data, size_t row_bytes) : t_(t), data_(data), row_bytes_(row_bytes) {
+    if (!t.interleaved()) return;
+    one_row_.dtype = t.dtype;
+    one_row_.encoding = Encoding::per_axis(0, {0.0f}, {0}, t.encoding.bitwidth);
+  }
+  const uint8_t* row(int64_t r) {
+    if (!t_.interleaved()) return data_ + r * row_bytes_;
+    one_row_.encoding.scales[0] = t_.row_scale(r);
+    return t_.row_values(r);
+  }
+  // The tensor and row index whose encoding applies to the last row().
+  const Tensor& tensor() const { return t_.interleaved() ? one_row_ : t_; }
+  int64_t encoding_row(int64_t r) const { return t_.interleaved() ? 0 : r; }
+
+ private:
+  const Tensor& t_;
+  const uint8_t* data_;
+  size_t row_bytes_;
+  Tensor one_row_;
+};
+
 }  // namespace
 
 Status interpret_graph(const Graph& graph, const GraphSignature& sig,
@@ -138,11 +163,15 @@ Status interpret_graph(const Graph& graph, const GraphSignature& sig,
       return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' reads a tensor never produced");
     Value result;
     const size_t in_rb = row_bytes(in_t), out_rb = row_bytes(out_t);
+    SourceRows source(in_t, in->data, in_rb);
     if (op.type == OpType::kConvert) {
       result.rows = in->rows;
       result.owned.assign(out_rb * static_cast<size_t>(in->rows), 0);
-      for (int64_t r = 0; r < in->rows; ++r)
-        requantize_row(in->data + r * in_rb, in_t, r, result.owned.data() + r * out_rb, out_t, r, dim);
+      for (int64_t r = 0; r < in->rows; ++r) {
+        const uint8_t* src = source.row(r);
+        requantize_row(src, source.tensor(), source.encoding_row(r), result.owned.data() + r * out_rb, out_t, r,
+                       dim);
+      }
     } else {
       if (op.inputs[1] != sig.indices->name || op.axis != 0)
         return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' is not a gather of the input ids");
@@ -161,13 +190,15 @@ Status interpret_graph(const Graph& graph, const GraphSignature& sig,
           return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' gathers row " + std::to_string(r) +
                                                          " of '" + op.inputs[0] + "', which has " +
                                                          std::to_string(in->rows) + " rows");
-        const uint8_t* src = in->data + r * in_rb;
+        const uint8_t* src = source.row(r);
+        const Tensor& src_t = source.tensor();
+        const int64_t src_row = source.encoding_row(r);
         uint8_t* dst = result.owned.data() + i * out_rb;
         if (op.type == OpType::kRequantGather && op.intermediate) {
-          requantize_row(src, in_t, r, inter_row.data(), inter, 0, dim);
+          requantize_row(src, src_t, src_row, inter_row.data(), inter, 0, dim);
           requantize_row(inter_row.data(), inter, 0, dst, out_t, i, dim);
         } else {
-          requantize_row(src, in_t, r, dst, out_t, i, dim);
+          requantize_row(src, src_t, src_row, dst, out_t, i, dim);
         }
       }
     }

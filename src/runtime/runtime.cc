@@ -19,6 +19,7 @@ bool symmetric_per_axis_weight(const Tensor* t) {
   if (t == nullptr || t->kind != TensorKind::kStatic || t->dtype != DataType::kSFixedPoint8 ||
       !t->encoding.is_per_axis() || t->encoding.axis != 0 || t->shape.size() != 2)
     return false;
+  if (t->interleaved()) return true;  // offsets 0 by construction
   return std::all_of(t->encoding.offsets.begin(), t->encoding.offsets.end(),
                      [](int32_t o) { return o == 0; });
 }
@@ -34,6 +35,11 @@ ActivationEncoding act_of(const Tensor& out) {
 // zero-offset, same-bitwidth per-tensor approximation.
 bool legacy_intermediate_matches(const Encoding& inter, const Tensor& weight) {
   if (!inter.is_per_tensor() || inter.offset != 0 || inter.bitwidth != weight.bitwidth()) return false;
+  // The kernels compute the interpreter's result for any per-tensor scale;
+  // the max is compared only where it is free (an interleaved table's
+  // scales are spread over the whole file, and reading them at load would
+  // page in all of it).
+  if (weight.interleaved()) return true;
   float max_scale = 0.0f;
   for (float s : weight.encoding.scales) max_scale = std::max(max_scale, s);
   return inter.scale == max_scale;
@@ -42,8 +48,15 @@ bool legacy_intermediate_matches(const Encoding& inter, const Tensor& weight) {
 void set_requant(ExecutionPlan& plan, const Tensor& weight, bool legacy, float max_scale) {
   const bool s4 = weight.bitwidth() == 4;
   plan.kind = ExecutionPlan::Kind::kRequant;
-  plan.requant.weights = weight.data->data();
-  plan.requant.row_scales = weight.encoding.scales.data();
+  if (weight.interleaved()) {
+    // One contiguous record a row: its scale, then its values.
+    plan.requant.weights = weight.data->data() + kInterleavedValuesOffset;
+    plan.requant.row_scales = reinterpret_cast<const float*>(weight.data->data());
+    plan.requant.row_stride = plan.requant.scale_stride = weight.row_stride;
+  } else {
+    plan.requant.weights = weight.data->data();
+    plan.requant.row_scales = weight.encoding.scales.data();
+  }
   plan.requant.dim = static_cast<size_t>(weight.shape[1]);
   plan.requant.act = plan.act;
   plan.requant.max_scale = max_scale;

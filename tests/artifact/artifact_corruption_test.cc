@@ -15,11 +15,19 @@ using namespace artifact_test;
 
 constexpr const char* kRecompile = "the file is truncated or corrupted; recompile it";
 
+uint32_t float_bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
 class ArtifactCorruption : public ::testing::Test {
  protected:
   void SetUp() override {
     path_ = dir_.file("model.qemb");
-    Status s = write_artifact(path_, make_test_graph(), test_metadata());
+    // The format-2 layout (plain tables, offsets written out); format 3's
+    // ROWS sections have their own tests below.
+    Status s = write_artifact(path_, make_test_graph(), test_metadata(), ArtifactWriteOptions{2});
     ASSERT_TRUE(s.ok()) << s.message();
     file_ = read_bytes(path_);
     auto loaded = load_artifact(path_);
@@ -108,10 +116,10 @@ TEST_F(ArtifactCorruption, FileSizeFieldMismatchIsRefused) {
 
 TEST_F(ArtifactCorruption, NewerFormatVersionIsUnsupported) {
   std::vector<uint8_t> bad = file_;
-  put_u32(bad, 8, 3);
+  put_u32(bad, 8, 4);
   Error e = refused(bad);
   EXPECT_EQ(e.code, ErrorCode::kUnsupported);
-  EXPECT_MESSAGE_HAS(e, "written by a newer qemb (format 3); this build reads formats 1 to 2");
+  EXPECT_MESSAGE_HAS(e, "written by a newer qemb (format 4); this build reads formats 1 to 3");
 
   // A newer format is recognised whatever its layout: even when it is short.
   auto short_future = build_raw({}, 7);
@@ -358,6 +366,190 @@ TEST_F(ArtifactForged, MisplacedSectionsAreRefused) {
   bad = build_raw(sections);
   put_u32(bad, 12, 1000000);
   EXPECT_MESSAGE_HAS(load_bytes(bad).error(), "the section table (1000000 entries at offset 64) lies outside");
+}
+
+// ---- format 3: row-interleaved tables (ROWS sections) ----
+
+// The test graph with w4 row-interleaved: sections META, GRAPH, tensor:w8,
+// scales:w8, offsets:w8 (w8's offsets are not 0), tensor:w4 (ROWS: 5 records
+// of 8 bytes, a 7-wide 4-bit row taking 4), tensor:t16, tensor:f32.
+class ArtifactRows : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Graph g = make_test_graph();
+    Tensor* w4 = g.find_tensor("w4");
+    auto interleaved = interleave_rows(*w4);
+    ASSERT_TRUE(interleaved.ok()) << interleaved.error().message;
+    *w4 = *interleaved;
+    graph_ = g;
+    path_ = dir_.file("rows.qemb");
+    Status s = write_artifact(path_, g, test_metadata());
+    ASSERT_TRUE(s.ok()) << s.message();
+    file_ = read_bytes(path_);
+    sections_ = split_raw(file_);
+  }
+  Error refused(const std::vector<uint8_t>& bytes, Verify verify = Verify::kFull) {
+    auto loaded = load_bytes(bytes, verify);
+    EXPECT_FALSE(loaded.ok());
+    if (loaded.ok()) return Error(ErrorCode::kOk, "");
+    EXPECT_EQ(loaded.error().code, ErrorCode::kCorrupt);
+    EXPECT_MESSAGE_HAS(loaded.error(), kRecompile);
+    return loaded.error();
+  }
+  Error refused_graph(const std::function<void(json&)>& edit) { return refused(with_graph_json(file_, edit)); }
+  Error refused_sections(const std::function<void(std::vector<RawSection>&)>& edit, uint32_t version = 3) {
+    auto copy = sections_;
+    edit(copy);
+    return refused(build_raw(copy, version));
+  }
+
+  ScopedTempDir dir_;
+  Graph graph_;
+  std::string path_;
+  std::vector<uint8_t> file_;
+  std::vector<RawSection> sections_;
+};
+
+TEST_F(ArtifactRows, LayoutIsTheDocumentedOne) {
+  EXPECT_EQ(get_u32(file_, 8), 3u);
+  const std::vector<std::pair<uint32_t, std::string>> want = {
+      {1, "META"},        {2, "GRAPH"},     {3, "tensor:w8"},  {3, "scales:w8"},
+      {3, "offsets:w8"},  {4, "tensor:w4"}, {3, "tensor:t16"}, {3, "tensor:f32"}};
+  ASSERT_EQ(sections_.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(sections_[i].kind, want[i].first) << i;
+    EXPECT_EQ(sections_[i].name, want[i].second) << i;
+  }
+  // Record r: s_r as float32 LE, then the row's packed nibbles.
+  const Graph original = make_test_graph();
+  const Tensor& plain = *original.find_tensor("w4");
+  const auto& rows = sections_[5].bytes;
+  ASSERT_EQ(rows.size(), static_cast<size_t>(kRows * 8));
+  for (int64_t r = 0; r < kRows; ++r) {
+    EXPECT_EQ(get_u32(rows, r * 8), float_bits(plain.encoding.scales[r])) << r;
+    EXPECT_EQ(0, std::memcmp(rows.data() + r * 8 + 4, plain.data->data() + r * 4, 4)) << r;
+  }
+  const json g = json::parse(sections_[1].bytes.begin(), sections_[1].bytes.end());
+  EXPECT_EQ(g["tensors"][1]["row_stride"], 8);
+  EXPECT_EQ(g["tensors"][1]["data_section"], 5);
+  EXPECT_EQ(g["tensors"][1]["encoding"],
+            (json{{"type", "per_axis"}, {"bitwidth", 4}, {"axis", 0}, {"count", kRows}}));
+  EXPECT_EQ(g["tensors"][0]["encoding"]["offsets_section"], 4);  // w8's offsets are not all 0
+
+  for (Verify verify : {Verify::kFull, Verify::kHeader}) {
+    auto loaded = load_bytes(file_, verify);
+    ASSERT_TRUE(loaded.ok()) << loaded.error().to_string();
+    EXPECT_EQ(loaded->format_version, 3u);
+    EXPECT_EQ(loaded->sections[5].kind, SectionKind::kRows);
+    EXPECT_EQ(loaded->sections[5].verified, verify == Verify::kFull);
+    EXPECT_EQ(loaded->graph.dump(), graph_.dump());
+    const Tensor* w4 = loaded->graph.find_tensor("w4");
+    ASSERT_NE(w4, nullptr);
+    EXPECT_EQ(w4->row_stride, 8u);
+    for (int64_t r = 0; r < kRows; ++r) EXPECT_EQ(float_bits(w4->row_scale(r)), float_bits(plain.encoding.scales[r]));
+    const Tensor back = deinterleave_rows(*w4);
+    EXPECT_EQ(back.encoding, plain.encoding);
+    EXPECT_EQ(0, std::memcmp(back.data->data(), plain.data->data(), plain.data->size()));
+  }
+  EXPECT_NE(describe_sections(*load_bytes(file_)).find("ROWS "), std::string::npos);
+}
+
+TEST_F(ArtifactRows, TheOldFormatPathWritesThePlainLayoutByteForByte) {
+  const std::string a = dir_.file("a.qemb"), b = dir_.file("b.qemb");
+  ASSERT_TRUE(write_artifact(a, graph_, test_metadata(), ArtifactWriteOptions{2}).ok());
+  ASSERT_TRUE(write_artifact(b, make_test_graph(), test_metadata(), ArtifactWriteOptions{2}).ok());
+  EXPECT_EQ(read_bytes(a), read_bytes(b));
+  EXPECT_EQ(get_u32(read_bytes(a), 8), 2u);
+  Status s = write_artifact(a, graph_, test_metadata(), ArtifactWriteOptions{1});
+  EXPECT_EQ(s.message(), "cannot write artifact '" + a + "': format 1 holds one table, the graph has several");
+  s = write_artifact(a, make_small_graph(), test_metadata(), ArtifactWriteOptions{2});
+  EXPECT_EQ(s.message(), "cannot write artifact '" + a + "': format 2 holds several tables, the graph has one");
+  s = write_artifact(a, graph_, test_metadata(), ArtifactWriteOptions{7});
+  EXPECT_EQ(s.message(), "cannot write artifact '" + a + "': format 7 is not one this build writes (1 to 3)");
+}
+
+TEST_F(ArtifactRows, SymmetricOffsetsAreLeftOutOfNewFilesAndReadFromOldOnes) {
+  const std::string v3 = dir_.file("v3.qemb"), v1 = dir_.file("v1.qemb");
+  ASSERT_TRUE(write_artifact(v3, make_small_graph(), json::object()).ok());
+  ASSERT_TRUE(write_artifact(v1, make_small_graph(), json::object(), ArtifactWriteOptions{1}).ok());
+  auto n = load_artifact(v3);
+  auto o = load_artifact(v1);
+  ASSERT_TRUE(n.ok() && o.ok());
+  EXPECT_EQ(n->format_version, 3u);
+  EXPECT_EQ(o->format_version, 1u);
+  auto names = [](const LoadedArtifact& a) {
+    std::vector<std::string> v;
+    for (const auto& s : a.sections) v.push_back(s.name);
+    return v;
+  };
+  EXPECT_EQ(names(*n), (std::vector<std::string>{"META", "GRAPH", "tensor:w", "scales:w"}));
+  EXPECT_EQ(names(*o), (std::vector<std::string>{"META", "GRAPH", "tensor:w", "scales:w", "offsets:w"}));
+  EXPECT_EQ(n->graph.tensors[0].encoding, o->graph.tensors[0].encoding);  // offsets {0, 0} both ways
+  // Only format 3 may leave them out.
+  auto sections = split_raw(read_bytes(v3));
+  auto loaded = load_bytes(build_raw(sections, 2));
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_MESSAGE_HAS(loaded.error(), "GRAPH tensors[0] ('w').encoding has no 'offsets_section' field");
+}
+
+TEST_F(ArtifactRows, MalformedRowsSectionsAreRefused) {
+  EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][1]["row_stride"] = 12; }),
+                     "tensor 'w4' has row stride 12, a row of 7 int4 values needs 8");
+  EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][1]["row_stride"] = 0; }),
+                     "tensors[1] ('w4').row_stride is 0, expected 1..2147483647");
+  EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][1]["row_stride"] = "8"; }),
+                     "tensors[1] ('w4').row_stride is string, expected an integer");
+  EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][1]["encoding"]["scales_section"] = 3; }),
+                     "tensors[1] ('w4').encoding has a scales_section, but its tensor is row-interleaved");
+  EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][1]["encoding"]["offsets_section"] = 4; }),
+                     "tensors[1] ('w4').encoding has a offsets_section, but its tensor is row-interleaved");
+  EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][1]["encoding"]["count"] = 4; }),
+                     "tensors[1] ('w4').encoding.count is 4, the row-interleaved tensor has 5 rows");
+  EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][1]["encoding"]["axis"] = 1; }),
+                     "a row-interleaved tensor is quantized along axis 0");
+  EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][1]["encoding"] = {{"type", "none"}, {"bitwidth", 4}}; }),
+                     "tensors[1] ('w4') has a row_stride but its encoding is not per_axis");
+  EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][4]["row_stride"] = 8; }),
+                     "tensors[4] ('ids') has a row_stride but is not a STATIC SFIXED_POINT_8 [rows, dim] table");
+  EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][2]["row_stride"] = 8; }),
+                     "tensors[2] ('t16') has a row_stride but is not a STATIC SFIXED_POINT_8 [rows, dim] table");
+  // A plain table on the ROWS section; an interleaved one on a DATA section.
+  EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][0]["data_section"] = 5; }),
+                     "tensors[0] ('w8').data_section refers to section 5 'tensor:w4' (ROWS), expected a DATA section");
+  EXPECT_MESSAGE_HAS(refused_sections([](std::vector<RawSection>& s) { s[5].kind = 3; }),
+                     "tensors[1] ('w4').data_section refers to section 5 'tensor:w4' (DATA), expected a ROWS section");
+  EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][1].erase("row_stride"); }),
+                     "tensors[1] ('w4').encoding has no 'scales_section' field");
+  // Sizes, alignment, kinds and versions.
+  EXPECT_MESSAGE_HAS(refused_sections([](std::vector<RawSection>& s) { s[5].bytes.resize(32); }),
+                     "section 5 'tensor:w4' (ROWS) holds 32 bytes, tensor 'w4' (SFIXED_POINT_8, bitwidth 4, row "
+                     "stride 8) needs 40");
+  EXPECT_MESSAGE_HAS(refused_sections([](std::vector<RawSection>& s) { s[5].bytes.resize(44, 0); }),
+                     "holds 44 bytes");
+  EXPECT_MESSAGE_HAS(refused_sections([](std::vector<RawSection>& s) { s[5].offset = 8192 + 4; }),
+                     "section 5 'tensor:w4' (ROWS) starts at offset 8196, not a multiple of 64");
+  EXPECT_MESSAGE_HAS(refused_sections([](std::vector<RawSection>&) {}, 2),
+                     "section 5 'tensor:w4' has unknown kind 4 (expected 1=META, 2=GRAPH, 3=DATA in format 2)");
+  EXPECT_MESSAGE_HAS(refused_sections([](std::vector<RawSection>& s) { s[5].kind = 3; }, 2),
+                     "tensors[1] ('w4') has a row_stride, which format 2 does not have");
+  EXPECT_MESSAGE_HAS(refused_sections([](std::vector<RawSection>& s) { s[5].kind = 5; }),
+                     "section 5 'tensor:w4' has unknown kind 5 (expected 1=META, 2=GRAPH, 3=DATA, 4=ROWS)");
+  EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][1].erase("data_section"); g["tensors"][1]["kind"] = "NATIVE"; }),
+                     "has a row_stride but is not a STATIC");
+}
+
+TEST_F(ArtifactRows, ANonFiniteScaleIsRefusedWhenTheRowsAreVerified) {
+  for (uint32_t bits : {0x7f800000u, 0x7fc00001u, 0xff800000u}) {
+    auto copy = sections_;
+    put_u32(copy[5].bytes, 2 * 8, bits);  // record 2's scale
+    const auto bytes = build_raw(copy, 3);
+    EXPECT_MESSAGE_HAS(refused(bytes), "section 5 'tensor:w4' (ROWS) row 2 has a scale that is not finite");
+    // Not reading the table at open is the point of kHeader; the kernels
+    // clamp every float-to-int conversion, so such a scale is harmless.
+    auto loaded = load_bytes(bytes, Verify::kHeader);
+    ASSERT_TRUE(loaded.ok()) << loaded.error().to_string();
+    EXPECT_FALSE(loaded->sections[5].verified);
+  }
 }
 
 // ---- never crash ----

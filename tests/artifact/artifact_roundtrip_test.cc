@@ -83,7 +83,7 @@ TEST(ArtifactRoundTrip, EveryDtypeAndOpComesBackIdentical) {
   const std::string path = dir.file("model.qemb");
   const Graph graph = make_test_graph();
   ASSERT_TRUE(graph.check().ok());
-  Status written = write_artifact(path, graph, test_metadata());
+  Status written = write_artifact(path, graph, test_metadata(), ArtifactWriteOptions{2});
   ASSERT_TRUE(written.ok()) << written.message();
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"model.qemb"});  // no temporary left behind
 
@@ -159,7 +159,7 @@ TEST(ArtifactLayout, HeaderTableAndSectionsFollowTheDocument) {
   ScopedTempDir dir;
   const std::string path = dir.file("a.qemb");
   const Graph graph = make_test_graph();
-  ASSERT_TRUE(write_artifact(path, graph, test_metadata()).ok());
+  ASSERT_TRUE(write_artifact(path, graph, test_metadata(), ArtifactWriteOptions{2}).ok());
   const std::vector<uint8_t> f = read_bytes(path);
   ASSERT_GE(f.size(), 64u);
   EXPECT_EQ(0, std::memcmp(f.data(), "QEMB\x89\r\n\x1a", 8));
@@ -236,7 +236,7 @@ TEST(ArtifactRoundTrip, PerAxisIntermediateAndEmptyTensorsRoundTrip) {
 TEST(ArtifactInspect, DescribeSectionsListsEverySection) {
   ScopedTempDir dir;
   const std::string path = dir.file("a.qemb");
-  ASSERT_TRUE(write_artifact(path, make_test_graph(), test_metadata()).ok());
+  ASSERT_TRUE(write_artifact(path, make_test_graph(), test_metadata(), ArtifactWriteOptions{2}).ok());
   auto loaded = load_artifact(path, Verify::kHeader);
   ASSERT_TRUE(loaded.ok());
   const std::string text = describe_sections(*loaded);

@@ -287,7 +287,7 @@ inline std::vector<uint8_t> with_graph_json(const std::vector<uint8_t>& file, co
   json g = json::parse(sections[1].bytes.begin(), sections[1].bytes.end());
   edit(g);
   sections[1].bytes = text_bytes(g.dump());
-  return build_raw(sections);
+  return build_raw(sections, get_u32(file, 8));
 }
 
 }  // namespace qemb::artifact_test

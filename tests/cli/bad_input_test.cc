@@ -176,6 +176,11 @@ class BadInput : public ::testing::Test {
     auto compiled = compile_checkpoint(ckpt_, options, art_);
     ASSERT_TRUE(compiled.ok()) << compiled.error().message;
     good_artifact_ = qemb::testing::read_text(art_);
+    // A fused compile: its table row-interleaved in a ROWS section (format 3).
+    fused_ = dir_.file("fused.qemb");
+    options.mode = CompileMode::kFused;
+    auto fused = compile_checkpoint(ckpt_, options, fused_);
+    ASSERT_TRUE(fused.ok()) << fused.error().message;
     auto loaded = load_artifact(art_);
     ASSERT_TRUE(loaded.ok()) << loaded.error().message;
     sections_ = loaded->sections;
@@ -236,6 +241,26 @@ class BadInput : public ::testing::Test {
     auto bytes = artifact_test::build_raw(sections);
     return std::string(bytes.begin(), bytes.end());
   }
+  // The fused artifact laid out again (META, GRAPH, then its ROWS section as
+  // section 2), with `edit` applied to its sections and GRAPH JSON, written
+  // as format `version` with checksums right.
+  std::string fused_edited(const std::function<void(std::vector<artifact_test::RawSection>&, nlohmann::json&)>& edit,
+                           uint32_t version = 3) const {
+    auto loaded = load_artifact(fused_);
+    EXPECT_TRUE(loaded.ok());
+    if (!loaded.ok()) return std::string();
+    const std::string path = dir_.file("fused-rewritten.qemb");
+    EXPECT_TRUE(write_artifact(path, loaded->graph, loaded->metadata).ok());
+    const std::string text = qemb::testing::read_text(path);
+    fs::remove(path);
+    auto sections = artifact_test::split_raw(std::vector<uint8_t>(text.begin(), text.end()));
+    EXPECT_EQ(sections[2].kind, 4u);
+    nlohmann::json graph = nlohmann::json::parse(sections[1].bytes.begin(), sections[1].bytes.end());
+    edit(sections, graph);
+    sections[1].bytes = artifact_test::text_bytes(graph.dump());
+    auto bytes = artifact_test::build_raw(sections, version);
+    return std::string(bytes.begin(), bytes.end());
+  }
   // A safetensors table of `dtype` whose values cycle through `pattern`
   // (little-endian elements).
   std::string table_of(const std::string& dtype, const std::vector<uint8_t>& pattern) const {
@@ -264,7 +289,7 @@ class BadInput : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::string ckpt_, art_, good_artifact_, full_;
+  std::string ckpt_, art_, good_artifact_, full_, fused_;
   std::vector<SectionInfo> sections_;
 };
 
@@ -499,10 +524,10 @@ TEST_F(BadInput, CommandLineTable) {
       {"artifact from a future format version",
        [](B b) {
          std::string s = b.good_artifact_;
-         s[8] = 3;  // format version field
+         s[8] = 4;  // format version field
          return s;
        },
-       "bad.qemb", "run {bad} --tokens 1 -o {out}", "written by a newer qemb (format 3); this build reads formats 1 to 2"},
+       "bad.qemb", "run {bad} --tokens 1 -o {out}", "written by a newer qemb (format 4); this build reads formats 1 to 3"},
       {"artifact truncated inside the header", [](B b) { return b.good_artifact_.substr(0, 40); }, "bad.qemb",
        "run {bad} --tokens 1 -o {out}", "is 40 bytes, smaller than the 64-byte header"},
       {"artifact truncated inside the section table", [](B b) { return b.good_artifact_.substr(0, 100); },
@@ -542,6 +567,41 @@ TEST_F(BadInput, CommandLineTable) {
        "bad.qemb", "inspect {bad} --json", "written by a newer qemb (format 257)"},
       {"inspect a flipped DATA byte", [](B b) { return b.flipped_in(SectionKind::kData); }, "bad.qemb",
        "inspect {bad}", "(DATA) checksum mismatch"},
+      // -- run/inspect: a fused artifact's row-interleaved table (ROWS) -------
+      {"fused table with the wrong row stride",
+       [](B b) { return b.fused_edited([](auto&, nlohmann::json& g) { g["tensors"][0]["row_stride"] = 12; }); },
+       "bad.qemb", "run {bad} --tokens 1 -o {out}",
+       "tensor 'embedding_weight' has row stride 12, a row of 6 int4 values needs 8"},
+      {"fused table whose ROWS section is a record short",
+       [](B b) { return b.fused_edited([](auto& s, nlohmann::json&) { s[2].bytes.resize(s[2].bytes.size() - 8); }); },
+       "bad.qemb", "run {bad} --tokens 1 -o {out}",
+       "section 2 'tensor:embedding_weight' (ROWS) holds 312 bytes, tensor 'embedding_weight' (SFIXED_POINT_8, "
+       "bitwidth 4, row stride 8) needs 320"},
+      {"ROWS section in a format-2 file",
+       [](B b) { return b.fused_edited([](auto&, nlohmann::json&) {}, 2); }, "bad.qemb",
+       "run {bad} --tokens 1 -o {out}",
+       "section 2 'tensor:embedding_weight' has unknown kind 4 (expected 1=META, 2=GRAPH, 3=DATA in format 2)"},
+      {"fused table stored in a DATA section",
+       [](B b) { return b.fused_edited([](auto& s, nlohmann::json&) { s[2].kind = 3; }); }, "bad.qemb",
+       "inspect {bad}", "refers to section 2 'tensor:embedding_weight' (DATA), expected a ROWS section"},
+      {"fused table that also names a scales section",
+       [](B b) {
+         return b.fused_edited([](auto&, nlohmann::json& g) { g["tensors"][0]["encoding"]["scales_section"] = 2; });
+       },
+       "bad.qemb", "run {bad} --tokens 1 -o {out}",
+       "encoding has a scales_section, but its tensor is row-interleaved"},
+      {"fused table with a row count that differs from its shape",
+       [](B b) { return b.fused_edited([](auto&, nlohmann::json& g) { g["tensors"][0]["encoding"]["count"] = 39; }); },
+       "bad.qemb", "run {bad} --tokens 1 -o {out}", "encoding.count is 39, the row-interleaved tensor has 40 rows"},
+      {"fused table with a NaN scale",
+       [](B b) {
+         return b.fused_edited([](auto& s, nlohmann::json&) { s[2].bytes[7 * 8 + 3] = 0x7f, s[2].bytes[7 * 8 + 2] = 0xc0; });
+       },
+       "bad.qemb", "run {bad} --tokens 1 -o {out}",
+       "section 2 'tensor:embedding_weight' (ROWS) row 7 has a scale that is not finite"},
+      {"fused table's ROWS section off its 64-byte alignment",
+       [](B b) { return b.fused_edited([](auto& s, nlohmann::json&) { s[2].offset = 4096 + 4; }); }, "bad.qemb",
+       "inspect {bad}", "section 2 'tensor:embedding_weight' (ROWS) starts at offset 4100, not a multiple of 64"},
       // -- run: token ids -----------------------------------------------------
       {"id past the last row", nullptr, "", "run {art} --tokens 0,40 -o {out}",
        "token id 40 at position 1 is past the last row; ids must be in [0, 40)"},

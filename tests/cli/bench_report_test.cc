@@ -74,7 +74,7 @@ TEST_F(BenchReport, SweepMeasuresEveryBatchHotAndCold) {
   EXPECT_EQ(s.kernel.rfind("requant_gather_s4_u16[", 0), 0u) << s.kernel;
   EXPECT_EQ(s.vocab, 300);
   EXPECT_EQ(s.dim, 24);
-  EXPECT_EQ(s.row_bytes_read, 12u);
+  EXPECT_EQ(s.row_bytes_read, 16u);  // the fused row-interleaved record: its scale and 12 bytes of nibbles
   EXPECT_EQ(default_sweep_batches(), (std::vector<size_t>{1, 4, 16, 64, 256, 1024, 4096, 16384}));
 }
 

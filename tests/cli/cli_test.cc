@@ -90,6 +90,30 @@ TEST_F(Cli, InspectJsonHasTheDocumentedKeys) {
     for (const char* key : {"name", "kind", "dtype", "shape", "encoding"}) EXPECT_TRUE(t.contains(key)) << key;
 }
 
+// A fused compile stores its table row-interleaved (format 3); inspect says so.
+TEST_F(Cli, InspectShowsTheRowInterleavedTableOfAFusedCompile) {
+  const std::string art = dir_.file("f.qemb");
+  ASSERT_EQ(run_command(q("compile " + ckpt_ + " --qnn-sdk-version 2.48 --quiet --mode fused -o " + art)).exit_code, 0);
+  auto r = run_command(q("inspect " + art + " --json"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["format_version"], 3);
+  ASSERT_EQ(j["tensors"][0]["name"], "embedding_weight");
+  EXPECT_EQ(j["tensors"][0]["layout"], "row_interleaved");
+  EXPECT_EQ(j["tensors"][0]["row_stride"], 8);  // 4-byte scale + 3 bytes of 6 nibbles, to a multiple of 4
+  EXPECT_EQ(j["tensors"][0]["bytes"], 40 * 8);
+  EXPECT_EQ(j["tensors"][0]["encoding"]["num_scales"], 40);
+  EXPECT_EQ(j["tensors"][0]["encoding"]["scales"], "in rows");
+  size_t rows_sections = 0;
+  for (const auto& s : j["sections"]) rows_sections += s["kind"] == "ROWS";
+  EXPECT_EQ(rows_sections, 1u);
+  r = run_command(q("inspect " + art));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("storage:      'embedding_weight' row-interleaved, 8 bytes a row (scale, then values)\n"),
+            std::string::npos)
+      << r.out;
+}
+
 // inspect names the export-onnx command for the artifact, and that command works
 // (a materialized optimized artifact holds only the folded table: --folded).
 TEST_F(Cli, InspectShowsTheCommandThatExportsTheArtifact) {

@@ -12,6 +12,7 @@
 
 #include "qemb/artifact.h"
 #include "qemb/compiler.h"
+#include "qemb/embedding_bag.h"
 #include "qemb/half.h"
 #include "qemb/runtime.h"
 #include "support/test_util.h"
@@ -113,6 +114,66 @@ TEST_P(RuntimeE2E, EveryRowMatchesTheContractOnFastAndReferencePaths) {
       EXPECT_EQ(half, want_half) << to_string(dtype) << " " << (*rt)->kernel_name();
       EXPECT_EQ(half32, want_half) << to_string(dtype);
     }
+  }
+}
+
+// A fused compile is stored row-interleaved (format 3); the same graph
+// written in the layout older builds wrote (format 1: values, scales and
+// offsets apart) must serve the same bits, on the kernels, the reference
+// interpreter and the pooled path.
+TEST_P(RuntimeE2E, FormatOneFileOfTheSameGraphServesTheSameBits) {
+  const bool fused = GetParam().mode == CompileMode::kFused;
+  const std::string old_path = dir_.file("old.qemb");
+  ASSERT_TRUE(write_artifact(old_path, compiled_.runtime_graph, compiled_.metadata, ArtifactWriteOptions{1}).ok());
+  std::vector<int64_t> ids;
+  for (int64_t r = kRows - 1; r >= 0; --r) ids.push_back(r);
+  for (int64_t r = 0; r < kRows; r += 3) ids.push_back(r);
+  std::vector<int64_t> offsets = {0, 0, 1, 20, static_cast<int64_t>(ids.size())};  // an empty bag, a bag of 1
+  std::vector<float> weights(ids.size());
+  for (size_t i = 0; i < weights.size(); ++i) weights[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;
+  struct Served {
+    std::vector<uint16_t> q;
+    std::vector<float> y, pooled;
+  };
+  auto serve = [&](const std::string& path, bool reference, uint32_t* version, bool* rows_section) {
+    RuntimeOptions ro;
+    ro.reference = reference;
+    auto rt = EmbeddingRuntime::load(path, ro);
+    EXPECT_TRUE(rt.ok()) << rt.error().to_string();
+    Served s;
+    if (!rt.ok()) return s;
+    *version = (*rt)->artifact().format_version;
+    *rows_section = false;
+    for (const SectionInfo& info : (*rt)->artifact().sections) *rows_section |= info.kind == SectionKind::kRows;
+    s.q.resize(ids.size() * kDim);
+    s.y.resize(ids.size() * kDim);
+    EXPECT_TRUE((*rt)->lookup(ids, s.q.data()).ok());
+    EXPECT_TRUE((*rt)->lookup_dequantized(ids, s.y.data()).ok());
+    TableBags bags;
+    bags.table = rt->get();
+    bags.indices = std::span<const int64_t>(ids);
+    bags.boundaries = std::span<const int64_t>(offsets);
+    bags.per_sample_weights = std::span<const float>(weights);
+    s.pooled.resize((offsets.size() - 1) * kDim);
+    Status st = embedding_bag(bags, s.pooled.data());
+    EXPECT_TRUE(st.ok()) << st.message();
+    return s;
+  };
+  for (bool reference : {false, true}) {
+    SCOPED_TRACE(reference ? "reference" : "kernels");
+    uint32_t new_version = 0, old_version = 0;
+    bool new_rows = false, old_rows = false;
+    const Served now = serve(path_, reference, &new_version, &new_rows);
+    const Served old = serve(old_path, reference, &old_version, &old_rows);
+    EXPECT_EQ(old_version, 1u);
+    EXPECT_FALSE(old_rows);
+    EXPECT_EQ(new_rows, fused);
+    EXPECT_EQ(new_version, (fused || GetParam().sdk == std::string("2.37")) ? 3u : 1u);
+    EXPECT_EQ(now.q, old.q);
+    ASSERT_EQ(now.y.size(), old.y.size());
+    EXPECT_EQ(0, std::memcmp(now.y.data(), old.y.data(), now.y.size() * sizeof(float)));
+    ASSERT_EQ(now.pooled.size(), old.pooled.size());
+    EXPECT_EQ(0, std::memcmp(now.pooled.data(), old.pooled.data(), now.pooled.size() * sizeof(float)));
   }
 }
 
