@@ -673,39 +673,178 @@ HWY_INLINE void BagU16(const RequantGatherParams& p, const Id* ids, const BagPar
       });
 }
 
+// y = s_a * (q16 - zp) for one vector of int8 columns. kUnclamped: for a
+// row that FitsUnclamped, where q16 - zp = rne(t) exactly and t + 1.5 * 2^23
+// minus 1.5 * 2^23 is rne(t) as a float (RequantRowS8Unclamped says why),
+// with none of Q16's clamps.
+template <bool kLegacy, bool kUnclamped, class DF>
+HWY_INLINE hn::Vec<DF> S8Y(DF df, const int8_t* HWY_RESTRICT p, hn::Vec<DF> s, const S8Consts<DF>& c) {
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<int8_t, DF> d8;
+  auto x = hn::Mul(s, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, p))));  // s_r * q
+  if constexpr (kLegacy) x = LegacyRequantized(df, x, c.legacy);
+  if constexpr (kUnclamped) {
+    const auto magic = hn::Set(df, 12582912.0f);
+    return hn::Mul(c.a.scale(), hn::Sub(hn::Add(hn::Mul(x, c.a.inv_scale()), magic), magic));
+  } else {
+    return DequantizeQ16(Q16(df, x, c.a), c.a);
+  }
+}
+
+// Columns [j, dim) of one 8-bit row's y (times the weight) added into o: whole
+// vectors, then scalars.
+template <bool kLegacy, class DF>
+HWY_INLINE void AccumulateS8Columns(DF df, const int8_t* HWY_RESTRICT row, size_t j, size_t dim, float row_scale,
+                                    bool fits, bool weighted, float w, const S8Consts<DF>& c,
+                                    float* HWY_RESTRICT o) {
+  const size_t NF = hn::Lanes(df);
+  const auto s = hn::Set(df, row_scale);
+  const auto wv = hn::Set(df, w);
+  if (fits) {
+    for (; j + NF <= dim; j += NF) AccumulateY(df, S8Y<kLegacy, true>(df, row + j, s, c), weighted, wv, o + j);
+  } else {
+    for (; j + NF <= dim; j += NF) AccumulateY(df, S8Y<kLegacy, false>(df, row + j, s, c), weighted, wv, o + j);
+  }
+  for (; j < dim; ++j) {
+    const uint16_t v = kLegacy ? legacy_output(row_scale, row[j], c.max_scale, 127, c.act)
+                               : optimized_output(row_scale, row[j], c.act);
+    AccumulateScalar(dequantize_activation(v, c.act), weighted, w, o + j);
+  }
+}
+
+#undef QEMB_S8_BAG_REGISTERS
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+#define QEMB_S8_BAG_REGISTERS 1
+// Accumulators held in registers: up to 16 vectors on AVX-512 (32 registers),
+// 8 elsewhere (16 registers on x86; NEON keeps it simple too).
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr size_t kS8BagMaxVectors = 16;
+#else
+constexpr size_t kS8BagMaxVectors = 8;
+#endif
+
+// Pools bags of an 8-bit table whose first kV * Lanes columns stay in kV
+// accumulator registers for the whole bag: each id costs its loads and the
+// arithmetic, with no load or store of the bag's row, which PoolBags'
+// accumulation in memory spends most of its time on. Columns past them
+// (fewer than a vector) are accumulated in memory. Each column sees the
+// contract's sequence of operations: the same bits as PoolBags.
+template <size_t kV, bool kLegacy, typename Id, class DF>
+HWY_NOINLINE void PoolBagsS8Registers(DF df, const RequantGatherParams& p, const Id* HWY_RESTRICT ids,
+                                      const BagParams& bag, float* HWY_RESTRICT out, const S8Consts<DF>& c,
+                                      bool legacy_fits) {
+  using V = hn::Vec<DF>;
+  const size_t NF = hn::Lanes(df);
+  const size_t dim = p.dim;
+  const size_t cols = kV * NF;
+  const size_t end = static_cast<size_t>(bag.offsets[bag.bags]);
+  const bool weighted = bag.weights != nullptr;
+  const float inv_sa = inv(p.act.scale);
+  const float bound = UnclampedBound(p.act);
+  for (size_t b = 0; b < bag.bags; ++b) {
+    float* HWY_RESTRICT o = out + b * bag.out_stride;
+    V acc[kV];
+    for (size_t v = 0; v < kV; ++v) acc[v] = hn::Zero(df);
+    for (size_t j = cols; j < dim; ++j) o[j] = +0.0f;
+    int64_t count = 0;
+    const size_t bag_end = static_cast<size_t>(bag.offsets[b + 1]);
+    for (size_t i = static_cast<size_t>(bag.offsets[b]); i < bag_end; ++i) {
+      if (i + kBagPrefetchRows < end) PrefetchPcqRow(p, static_cast<size_t>(ids[i + kBagPrefetchRows]), dim);
+      const int64_t id = ids[i];
+      if (id == bag.padding_idx) continue;
+      const size_t r = static_cast<size_t>(id);
+      const float row_scale = RowScale(p, r);
+      const int8_t* HWY_RESTRICT row = reinterpret_cast<const int8_t*>(RowWeights(p, r, dim));
+      const V s = hn::Set(df, row_scale);
+      const float w = weighted ? bag.weights[i] : 1.0f;
+      const V wv = hn::Set(df, w);
+      const bool fits = kLegacy ? legacy_fits : FitsUnclamped(row_scale, inv_sa, bound);
+      if (fits) {
+        for (size_t v = 0; v < kV; ++v) {
+          V y = S8Y<kLegacy, true>(df, row + v * NF, s, c);
+          if (weighted) y = hn::Mul(wv, y);
+          acc[v] = hn::Add(acc[v], y);
+        }
+      } else {
+        for (size_t v = 0; v < kV; ++v) {
+          V y = S8Y<kLegacy, false>(df, row + v * NF, s, c);
+          if (weighted) y = hn::Mul(wv, y);
+          acc[v] = hn::Add(acc[v], y);
+        }
+      }
+      if (cols < dim) AccumulateS8Columns<kLegacy>(df, row, cols, dim, row_scale, fits, weighted, w, c, o);
+      ++count;
+    }
+    if (bag.mean && count > 0) {
+      const float cf = static_cast<float>(count);
+      const V vc = hn::Set(df, cf);
+      for (size_t v = 0; v < kV; ++v) acc[v] = hn::Div(acc[v], vc);
+      for (size_t j = cols; j < dim; ++j) o[j] = o[j] / cf;
+    }
+    for (size_t v = 0; v < kV; ++v) hn::StoreU(acc[v], df, o + v * NF);
+  }
+}
+
+// The register kernel for dims of 1 to kS8BagMaxVectors whole vectors (and
+// a partial one); false for others.
+template <bool kLegacy, typename Id, class DF>
+HWY_INLINE bool PoolBagsS8InRegisters(DF df, const RequantGatherParams& p, const Id* ids, const BagParams& bag,
+                                      float* out, const S8Consts<DF>& c, bool legacy_fits) {
+  switch (p.dim / hn::Lanes(df)) {
+#define QEMB_S8_VECTORS(v)                                                          \
+  case v:                                                                           \
+    if (v <= kS8BagMaxVectors) {                                                    \
+      PoolBagsS8Registers<(v <= kS8BagMaxVectors ? v : 1), kLegacy>(df, p, ids, bag, out, c, legacy_fits); \
+      return true;                                                                  \
+    }                                                                               \
+    return false;
+    QEMB_S8_VECTORS(1)
+    QEMB_S8_VECTORS(2)
+    QEMB_S8_VECTORS(3)
+    QEMB_S8_VECTORS(4)
+    QEMB_S8_VECTORS(5)
+    QEMB_S8_VECTORS(6)
+    QEMB_S8_VECTORS(7)
+    QEMB_S8_VECTORS(8)
+    QEMB_S8_VECTORS(9)
+    QEMB_S8_VECTORS(10)
+    QEMB_S8_VECTORS(11)
+    QEMB_S8_VECTORS(12)
+    QEMB_S8_VECTORS(13)
+    QEMB_S8_VECTORS(14)
+    QEMB_S8_VECTORS(15)
+    QEMB_S8_VECTORS(16)
+#undef QEMB_S8_VECTORS
+    default:
+      return false;
+  }
+}
+#else
+#define QEMB_S8_BAG_REGISTERS 0
+#endif
+
 template <typename Id, bool kLegacy>
 HWY_INLINE void RequantBagS8(const RequantGatherParams& p, const Id* ids, const BagParams& bag,
                              float* out) {
   using DF = hn::ScalableTag<float>;
   const DF df;
-  const hn::RebindToSigned<DF> di;
-  const hn::Rebind<int8_t, DF> d8;
-  const size_t NF = hn::Lanes(df);
-  const ActivationVec<DF> a(df, p.act);
-  const LegacyVec<DF> legacy(df, p.max_scale, 127);
-  const Q16IntVec<DF> q16(df, p.act);
-  const auto max16 = hn::Set(di, 65535);
+  const S8Consts<DF> c(df, p);
   const size_t dim = p.dim;
+  const float inv_sa = inv(p.act.scale);
+  const float bound = UnclampedBound(p.act);
+  // The legacy intermediate is s_max * qi whatever the row: one test a call.
+  const bool legacy_fits = kLegacy && FitsUnclamped(p.max_scale, inv_sa, bound);
+#if QEMB_S8_BAG_REGISTERS
+  if (PoolBagsS8InRegisters<kLegacy>(df, p, ids, bag, out, c, legacy_fits)) return;
+#endif
   PoolBags(
       dim, ids, bag, out,
       RowPrefetch{&p, p.weights, dim},
       [&](size_t r, bool weighted, float w, float* HWY_RESTRICT o) {
         const float row_scale = RowScale(p, r);
-        const auto s = hn::Set(df, row_scale);
-        const auto wv = hn::Set(df, w);
-        const int8_t* row = reinterpret_cast<const int8_t*>(RowWeights(p, r, dim));
-        size_t j = 0;
-        for (; j + NF <= dim; j += NF) {
-          const auto q = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, row + j)));
-          auto x = hn::Mul(s, q);
-          if constexpr (kLegacy) x = LegacyRequantized(df, x, legacy);
-          AccumulateY(df, DequantizeQ16(Q16(df, x, a), a), weighted, wv, o + j);
-        }
-        for (; j < dim; ++j) {
-          const uint16_t v = kLegacy ? legacy_output(row_scale, row[j], p.max_scale, 127, p.act)
-                                     : optimized_output(row_scale, row[j], p.act);
-          AccumulateScalar(dequantize_activation(v, p.act), weighted, w, o + j);
-        }
+        const bool fits = kLegacy ? legacy_fits : FitsUnclamped(row_scale, inv_sa, bound);
+        AccumulateS8Columns<kLegacy>(df, reinterpret_cast<const int8_t*>(RowWeights(p, r, dim)), 0, dim, row_scale,
+                                     fits, weighted, w, c, o);
       });
 }
 
