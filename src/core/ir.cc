@@ -314,8 +314,14 @@ std::string Graph::dump() const {
   os << "tensors:\n";
   for (const auto& t : tensors) {
     os << "  " << escape_control(t.name) << ": " << to_string(t.kind) << " " << to_string(t.dtype) << " "
-       << shape_text(t.shape) << " {" << encoding_text(t.encoding) << "}";
-    if (t.interleaved()) os << " row_stride=" << t.row_stride;
+       << shape_text(t.shape) << " {";
+    if (t.interleaved() && t.shape.size() == 2) {
+      // Its scales are in its rows, not in the encoding (n would say 0).
+      os << "per-axis axis=" << t.encoding.axis << " bw=" << t.encoding.bitwidth << " n=" << t.shape[0]
+         << " scales in rows} row_stride=" << t.row_stride;
+    } else {
+      os << encoding_text(t.encoding) << "}";
+    }
     if (t.data) os << " data=" << t.data->size() << "B";
     os << "\n";
   }

@@ -112,6 +112,10 @@ TEST_F(Cli, InspectShowsTheRowInterleavedTableOfAFusedCompile) {
   EXPECT_NE(r.out.find("storage:      'embedding_weight' row-interleaved, 8 bytes a row (scale, then values)\n"),
             std::string::npos)
       << r.out;
+  EXPECT_NE(r.out.find("embedding_weight: STATIC SFIXED_POINT_8 [40, 6] {per-axis axis=0 bw=4 n=40 scales in rows} "
+                       "row_stride=8 data=320B\n"),
+            std::string::npos)
+      << r.out;
 }
 
 // inspect names the export-onnx command for the artifact, and that command works
