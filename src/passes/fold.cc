@@ -90,6 +90,13 @@ Status fold_static_converts(Graph& graph) {
                         "cannot fold '" + op.name + "': its output is a graph output");
     if (in->data == nullptr || in->data->data() == nullptr)  // e.g. streamed into a file
       return make_error(ErrorCode::kInternal, "cannot fold '" + op.name + "': its input's data are not in memory");
+    // The folds below read plain rows and encoding.scales: a row-interleaved
+    // table (a loaded format-3 artifact) is folded from its plain copy.
+    Tensor plain;
+    if (in->interleaved()) {
+      plain = deinterleave_rows(*in);
+      in = &plain;
+    }
     const int64_t rows = in->shape[0], dim = in->shape[1];
     const size_t in_row = row_storage_bytes(in->dtype, in->bitwidth(), dim);
     const size_t out_row = row_storage_bytes(out->dtype, out->bitwidth(), dim);

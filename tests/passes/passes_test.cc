@@ -231,6 +231,27 @@ TEST(FoldTest, LegacyGraphByHandFoldedAndFused) {
 
 class FoldSchemeTest : public ::testing::TestWithParam<Scheme> {};
 
+// A row-interleaved weight (a loaded format-3 table) folds to the same table.
+TEST_P(FoldSchemeTest, RowInterleavedWeightFoldsLikeThePlainOne) {
+  const std::vector<float> w = RandomTable(37, 11, 7);
+  const PcqTable t = quantize_table(w.data(), 37, 11, GetParam());
+  const ActivationEncoding a = ActivationOf(w);
+  Graph plain = Lower(t, a, Pattern::kOptimized).graph;
+  Graph rows = plain;
+  for (Tensor& x : rows.tensors)
+    if (x.kind == TensorKind::kStatic) {
+      auto interleaved = interleave_rows(x);
+      ASSERT_TRUE(interleaved.ok()) << interleaved.error().message;
+      x = *interleaved;
+    }
+  ASSERT_TRUE(fold_static_converts(plain).ok());
+  ASSERT_TRUE(fold_static_converts(rows).ok());
+  const Tensor& want = Find(plain, "tok_convert");
+  const Tensor& got = Find(rows, "tok_convert");
+  ASSERT_EQ(got.data->size(), want.data->size());
+  EXPECT_EQ(0, std::memcmp(got.data->data(), want.data->data(), want.data->size()));
+}
+
 TEST_P(FoldSchemeTest, FoldedTableEqualsOptimizedOutputForEveryElement) {
   const std::vector<float> w = RandomTable(37, 11, 7);  // odd dim: padded 4-bit rows
   const PcqTable t = quantize_table(w.data(), 37, 11, GetParam());
