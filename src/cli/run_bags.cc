@@ -1,5 +1,6 @@
 #include "cli/run_bags.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include "cli/cli.h"
 #include "qemb/embedding_bag.h"
 #include "qemb/file.h"
+#include "qemb/half.h"
 #include "qemb/npy.h"
 
 namespace qemb::cli {
@@ -51,11 +53,16 @@ Result<NpyArray> read_vector(const std::string& path, const char* flag, const ch
 void add_bag_flags(CLI::App& run, BagFlags& f) {
   run.add_option("--bags", f.bags,
                  "pool the ids into bags: an int32/int64 .npy of offsets (B + 1 of them, the last equal to the "
-                 "number of ids) or as --bag-format says; writes float32 [B, D]");
+                 "number of ids) or as --bag-format says; writes float32 [B, D] (or --out-dtype). Several "
+                 "tables at once: repeat --table NAME, --bags and the ids (and --weights) once per table, in the "
+                 "same order; the output is [B, sum of D], each table's columns at its offset")
+      ->allow_extra_args(false);
   run.add_option("--bag-format", f.bag_format, "--bags holds: include-last-offset | offsets (B) | lengths (B)")
       ->capture_default_str()
       ->check(parsed_by(parse_bag_format));
-  run.add_option("--weights", f.weights, "per-sample weights with --bags: a float32 .npy, one per id");
+  run.add_option("--weights", f.weights,
+                 "per-sample weights with --bags: a float32 .npy, one per id (once per table, or not at all)")
+      ->allow_extra_args(false);
   run.add_option("--pool", f.pool, "how --bags pools: sum | mean")
       ->capture_default_str()
       ->check(parsed_by([](const std::string& s) { return parse_pool_mode(s); }));
@@ -68,13 +75,44 @@ bool bag_flags_given(const BagFlags& f) {
          f.bag_format != kDefaultBagFormat;
 }
 
-Status run_bags(const std::string& artifact, const std::string& tokens, const std::string& tokens_file,
-                const BagFlags& f, const RuntimeOptions& options, const std::string& out) {
+namespace {
+
+std::string times(size_t n) { return n == 1 ? "once" : std::to_string(n) + " times"; }
+
+}  // namespace
+
+Status run_bags(const std::string& artifact, const std::vector<std::string>& tokens,
+                const std::vector<std::string>& tokens_files, const BagFlags& f, const RuntimeOptions& options,
+                const std::string& out) {
   if (f.bags.empty())
     return make_error(ErrorCode::kInvalidArgument,
                       "--weights, --pool, --padding-idx and --bag-format pool bags: give --bags OFFSETS.npy too");
+  // Table-batched: --table, --bags, the ids and any --weights once per table,
+  // in the same order.
+  const size_t tables = std::max<size_t>(1, f.tables.size());
+  if ((f.tables.size() > 1 || f.bags.size() > 1) && f.bags.size() != f.tables.size())
+    return make_error(ErrorCode::kInvalidArgument,
+                      "--bags is given " + times(f.bags.size()) + " and --table " + times(f.tables.size()) +
+                          ": pooling several tables takes one --table NAME and one --bags file per table, in the "
+                          "same order");
+  if (!tokens.empty() && !tokens_files.empty())
+    return make_error(ErrorCode::kInvalidArgument, "give either --tokens or --tokens-file, not both");
+  const std::vector<std::string>& id_lists = tokens.empty() ? tokens_files : tokens;
+  const std::string id_flag = tokens.empty() ? "--tokens-file" : "--tokens";
+  if (id_lists.empty())
+    return make_error(ErrorCode::kInvalidArgument, "no token ids: pass --tokens 1,2,3 or --tokens-file FILE");
+  if (id_lists.size() != tables)
+    return make_error(ErrorCode::kInvalidArgument,
+                      id_flag + " is given " + times(id_lists.size()) + " for " + std::to_string(tables) +
+                          (tables == 1 ? " table" : " tables") + ": give one id list per --table, in the same order");
+  if (!f.weights.empty() && f.weights.size() != tables)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "--weights is given " + times(f.weights.size()) + " for " + std::to_string(tables) +
+                          (tables == 1 ? " table" : " tables") +
+                          ": give one weights file per --table, in the same order, or none");
   QEMB_ASSIGN_OR_RETURN(BagBoundaries format, parse_bag_format(f.bag_format));
   QEMB_ASSIGN_OR_RETURN(PoolMode mode, parse_pool_mode(f.pool));
+  QEMB_ASSIGN_OR_RETURN(FloatDtype dtype, parse_float_dtype(f.out_dtype));
   std::optional<int64_t> padding;
   if (!f.padding_idx.empty()) {
     int64_t v = 0;
@@ -84,48 +122,77 @@ Status run_bags(const std::string& artifact, const std::string& tokens, const st
       return make_error(ErrorCode::kInvalidArgument, "--padding-idx '" + f.padding_idx + "' is not an integer");
     padding = v;
   }
-  QEMB_ASSIGN_OR_RETURN(std::vector<int64_t> ids, tokens_from_flags(tokens, tokens_file));
-  QEMB_ASSIGN_OR_RETURN(NpyArray bounds,
-                        read_vector(f.bags, "--bags", "bag offsets and lengths", {"<i4", "<i8"}, "int32 or int64"));
-  std::optional<NpyArray> weights;
-  if (!f.weights.empty()) {
-    QEMB_ASSIGN_OR_RETURN(weights, read_vector(f.weights, "--weights", "per-sample weights", {"<f4"},
-                                               "float32 ('<f4')"));
+  // Every input is read before the artifact is loaded; the spans below point
+  // into these.
+  std::vector<std::vector<int64_t>> ids(tables);
+  std::vector<NpyArray> bounds(tables);
+  std::vector<std::optional<NpyArray>> weights(tables);
+  for (size_t t = 0; t < tables; ++t) {
+    QEMB_ASSIGN_OR_RETURN(ids[t], tokens.empty() ? tokens_from_flags("", tokens_files[t])
+                                                  : tokens_from_flags(tokens[t], ""));
+    QEMB_ASSIGN_OR_RETURN(bounds[t], read_vector(f.bags[t], "--bags", "bag offsets and lengths", {"<i4", "<i8"},
+                                                 "int32 or int64"));
+    if (!f.weights.empty()) {
+      QEMB_ASSIGN_OR_RETURN(weights[t], read_vector(f.weights[t], "--weights", "per-sample weights", {"<f4"},
+                                                    "float32 ('<f4')"));
+    }
   }
   if (!out.empty() && same_file(out, artifact))
     return make_error(ErrorCode::kInvalidArgument, "the output '" + out + "' is the input artifact; choose another path");
   QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(artifact, options));
 
-  QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* table, choose_table(*rt, f.table));
-  TableBags t;
-  t.table = rt.get();
-  t.embedding_table = table;
-  t.name = std::filesystem::path(artifact).filename().string();
-  t.indices = std::span<const int64_t>(ids);
-  const size_t count = static_cast<size_t>(bounds.num_elements());
-  if (bounds.dtype == "<i8") {
-    t.boundaries = std::span<const int64_t>(reinterpret_cast<const int64_t*>(bounds.data.data()), count);
+  std::vector<TableBags> batch(tables);
+  int64_t width = 0;  // sum of the tables' D
+  for (size_t t = 0; t < tables; ++t) {
+    TableBags& tb = batch[t];
+    QEMB_ASSIGN_OR_RETURN(tb.embedding_table, choose_table(*rt, f.tables.empty() ? "" : f.tables[t]));
+    tb.table = rt.get();
+    // Errors name the table: its --table NAME when there are several.
+    tb.name = tables > 1 ? f.tables[t] : std::filesystem::path(artifact).filename().string();
+    tb.indices = std::span<const int64_t>(ids[t]);
+    const size_t count = static_cast<size_t>(bounds[t].num_elements());
+    if (bounds[t].dtype == "<i8") {
+      tb.boundaries = std::span<const int64_t>(reinterpret_cast<const int64_t*>(bounds[t].data.data()), count);
+    } else {
+      tb.boundaries = std::span<const int32_t>(reinterpret_cast<const int32_t*>(bounds[t].data.data()), count);
+    }
+    tb.kind = format;
+    tb.mode = mode;
+    tb.padding_idx = padding;
+    if (weights[t]) {
+      tb.per_sample_weights = std::span<const float>(reinterpret_cast<const float*>(weights[t]->data.data()),
+                                                     static_cast<size_t>(weights[t]->num_elements()));
+    }
+    width += tb.embedding_table->dim();  // the chosen table's, not the first's
+  }
+  QEMB_ASSIGN_OR_RETURN(size_t bags, bag_count(batch[0]));
+  const size_t values = bags * static_cast<size_t>(width);
+  std::vector<float> pooled;
+  std::vector<uint16_t> half;
+  if (dtype == FloatDtype::kF32) {
+    pooled.resize(values);
+    QEMB_RETURN_IF_ERROR(embedding_bags(batch, pooled.data()));
   } else {
-    t.boundaries = std::span<const int32_t>(reinterpret_cast<const int32_t*>(bounds.data.data()), count);
+    half.resize(values);
+    QEMB_RETURN_IF_ERROR(embedding_bags(
+        batch, dtype == FloatDtype::kF16 ? BagOutputType::kFloat16 : BagOutputType::kBFloat16, half.data()));
   }
-  t.kind = format;
-  t.mode = mode;
-  t.padding_idx = padding;
-  if (weights) {
-    t.per_sample_weights = std::span<const float>(reinterpret_cast<const float*>(weights->data.data()),
-                                                  static_cast<size_t>(weights->num_elements()));
+  if (!out.empty()) {
+    const std::vector<int64_t> shape{static_cast<int64_t>(bags), width};
+    if (dtype == FloatDtype::kF32) return write_npy(out, "<f4", shape, pooled.data(), values * sizeof(float));
+    // bfloat16 has no NumPy type: its .npy holds the bit patterns as uint16.
+    return write_npy(out, dtype == FloatDtype::kF16 ? "<f2" : "<u2", shape, half.data(), values * sizeof(uint16_t));
   }
-  QEMB_ASSIGN_OR_RETURN(size_t bags, bag_count(t));
-  const int64_t dim = table->dim();  // the chosen table's, not the first's
-  std::vector<float> pooled(bags * static_cast<size_t>(dim));
-  QEMB_RETURN_IF_ERROR(embedding_bag(t, pooled.data()));
-  if (!out.empty()) return write_npy_f32(out, pooled.data(), static_cast<int64_t>(bags), dim);
   std::string text;
   char buf[32];
   for (size_t b = 0; b < bags; ++b) {
     text += std::to_string(b) + ':';
-    for (int64_t j = 0; j < dim; ++j) {
-      std::snprintf(buf, sizeof(buf), " %.9g", static_cast<double>(pooled[b * static_cast<size_t>(dim) + j]));
+    for (int64_t j = 0; j < width; ++j) {
+      const size_t k = b * static_cast<size_t>(width) + static_cast<size_t>(j);
+      const float y = dtype == FloatDtype::kF32   ? pooled[k]
+                      : dtype == FloatDtype::kF16 ? f16_to_float(half[k])
+                                                  : bf16_to_float(half[k]);
+      std::snprintf(buf, sizeof(buf), " %.9g", static_cast<double>(y));
       text += buf;
     }
     text += '\n';

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "qemb/runtime.h"
 #include "qemb/status.h"
@@ -13,8 +14,12 @@
 namespace qemb::cli {
 
 struct BagFlags {
-  std::string bags, bag_format = "include-last-offset", weights, pool = "sum", padding_idx;
-  std::string table;  // run's --table: the table of an artifact of several
+  // Once per table, in the order of run's --table (FBGEMM's table-batched
+  // form when there are several): --bags and, for every table or none, --weights.
+  std::vector<std::string> bags, weights;
+  std::string bag_format = "include-last-offset", pool = "sum", padding_idx;
+  std::vector<std::string> tables;  // run's --table, once per pooled table
+  std::string out_dtype = "f32";    // run's --out-dtype: f32 | f16 | bf16
 };
 
 // The table `name` of the artifact, or its only table when `name` is empty
@@ -26,9 +31,12 @@ void add_bag_flags(CLI::App& run, BagFlags& flags);
 // True when any of them was given.
 bool bag_flags_given(const BagFlags& flags);
 
-// Pools the ids of --tokens / --tokens-file by the bags of --bags and writes
-// a float32 [B, D] .npy to `out` (or prints one row per bag).
-Status run_bags(const std::string& artifact, const std::string& tokens, const std::string& tokens_file,
-                const BagFlags& flags, const RuntimeOptions& options, const std::string& out);
+// Pools the ids of --tokens / --tokens-file (one list per table) by the bags
+// of --bags and writes a [B, sum of D_t] .npy to `out` (float32, or float16 /
+// bfloat16 bits as --out-dtype says), table t's columns at its offset, or
+// prints one row per bag.
+Status run_bags(const std::string& artifact, const std::vector<std::string>& tokens,
+                const std::vector<std::string>& tokens_files, const BagFlags& flags, const RuntimeOptions& options,
+                const std::string& out);
 
 }  // namespace qemb::cli

@@ -165,7 +165,9 @@ Result<Verify> parse_verify(const std::string& s) {
 
 void add_run_command(CLI::App& app, Action& run) {
   struct Flags {
-    std::string artifact, tokens, tokens_file, out, verify = "full", out_dtype = "f32", table;
+    std::string artifact, out, verify = "full", out_dtype = "f32";
+    // Repeated once per table when pooling several (run_bags.h).
+    std::vector<std::string> tokens, tokens_file, tables;
     bool dequantize = false, reference = false, json = false;
     int threads = 1;
   };
@@ -173,19 +175,20 @@ void add_run_command(CLI::App& app, Action& run) {
   auto bag = std::make_shared<BagFlags>();
   CLI::App* cmd = app.add_subcommand("run", "Look up token ids in a .qemb artifact");
   cmd->add_option("artifact", f->artifact, ".qemb artifact")->required();
-  cmd->add_option("--tokens", f->tokens, "comma-separated ids, e.g. 1,2,3");
+  cmd->add_option("--tokens", f->tokens, "comma-separated ids, e.g. 1,2,3")->allow_extra_args(false);
   cmd->add_option("--tokens-file", f->tokens_file,
-                  "ids in a text file or an int32/int64 .npy; '-' reads standard input");
+                  "ids in a text file or an int32/int64 .npy; '-' reads standard input")
+      ->allow_extra_args(false);
   cmd->add_option("-o,--output", f->out,
                   "write a [N, D] .npy (uint16, or --out-dtype with --dequantize); '-' is standard output");
   CLI::Option* dequantize =
       cmd->add_flag("--dequantize", f->dequantize, "float output: y = s_a * (q16 - zp_a), float32 unless --out-dtype");
-  cmd->add_option("--out-dtype", f->out_dtype,
-                  "dtype of --dequantize output: f32 | f16 | bf16 (rounded to nearest even from the float32 y; "
-                  "a bf16 .npy holds the bit patterns as uint16)")
-      ->capture_default_str()
-      ->check(parsed_by(parse_float_dtype))
-      ->needs(dequantize);
+  CLI::Option* out_dtype =
+      cmd->add_option("--out-dtype", f->out_dtype,
+                      "dtype of --dequantize or --bags output: f32 | f16 | bf16 (rounded to nearest even from the "
+                      "float32 value; a bf16 .npy holds the bit patterns as uint16)")
+          ->capture_default_str()
+          ->check(parsed_by(parse_float_dtype));
   cmd->add_flag("--json", f->json, "print the rows as JSON arrays, nested as the output's shape");
   cmd->add_flag("--reference", f->reference, "use the scalar reference interpreter");
   cmd->add_option("--threads", f->threads, "threads for large batches (0 = one per core)")
@@ -195,8 +198,13 @@ void add_run_command(CLI::App& app, Action& run) {
       ->capture_default_str()
       ->check(parsed_by(parse_verify));
   add_bag_flags(*cmd, *bag);
-  cmd->add_option("--table", f->table, "the table to look up in an artifact of several (see qemb inspect)");
-  cmd->callback([f, bag, &run] {
+  cmd->add_option("--table", f->tables,
+                  "the table to look up in an artifact of several (see qemb inspect); with --bags, repeat it to "
+                  "pool several tables in one call")
+      ->allow_extra_args(false);
+  cmd->callback([f, bag, out_dtype, dequantize, &run] {
+    if (out_dtype->count() > 0 && !dequantize->count() && !bag_flags_given(*bag))
+      throw CLI::RequiresError("--out-dtype", "--dequantize or --bags");
     run = [f, bag]() -> Status {
       if (bag_flags_given(*bag)) {
         if (f->json)
@@ -205,13 +213,27 @@ void add_run_command(CLI::App& app, Action& run) {
         QEMB_ASSIGN_OR_RETURN(options.verify, parse_verify(f->verify));
         options.threads = f->threads;
         options.reference = f->reference;
-        bag->table = f->table;
+        bag->tables = f->tables;
+        bag->out_dtype = f->out_dtype;
         return run_bags(f->artifact, f->tokens, f->tokens_file, *bag, options, f->out);
+      }
+      // A plain lookup reads one id list from one table.
+      if (f->tables.size() > 1)
+        return make_error(ErrorCode::kInvalidArgument,
+                          "--table is given " + std::to_string(f->tables.size()) +
+                              " times; a lookup reads one table (pool several with one --bags per --table)");
+      for (const auto* list : {&f->tokens, &f->tokens_file}) {
+        if (list->size() > 1)
+          return make_error(ErrorCode::kInvalidArgument,
+                            std::string(list == &f->tokens ? "--tokens" : "--tokens-file") + " is given " +
+                                std::to_string(list->size()) +
+                                " times; a lookup reads one id list (pool several tables with --bags)");
       }
       if (f->json && !f->out.empty())
         return make_error(ErrorCode::kInvalidArgument,
                           "--json prints the rows; -o writes them to a .npy: give one or the other");
-      QEMB_ASSIGN_OR_RETURN(TokenBatch batch, tokens_for_run(f->tokens, f->tokens_file));
+      QEMB_ASSIGN_OR_RETURN(TokenBatch batch, tokens_for_run(f->tokens.empty() ? "" : f->tokens[0],
+                                                             f->tokens_file.empty() ? "" : f->tokens_file[0]));
       if (!f->out.empty() && same_file(f->out, f->artifact))
         return make_error(ErrorCode::kInvalidArgument,
                           "the output '" + f->out + "' is the input artifact; choose another path");
@@ -220,7 +242,7 @@ void add_run_command(CLI::App& app, Action& run) {
       options.threads = f->threads;
       options.reference = f->reference;
       QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(f->artifact, options));
-      QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* table, choose_table(*rt, f->table));
+      QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* table, choose_table(*rt, f->tables.empty() ? "" : f->tables[0]));
       if (!f->dequantize) return run_lookups<uint16_t>(*table, batch, f->out, f->json, nullptr);
       QEMB_ASSIGN_OR_RETURN(const FloatDtype dtype, parse_float_dtype(f->out_dtype));
       if (dtype == FloatDtype::kF32) return run_lookups<float>(*table, batch, f->out, f->json, &dtype);

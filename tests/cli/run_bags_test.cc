@@ -3,7 +3,9 @@
 // bit, for every form of bags; it prints one row per bag without -o.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <filesystem>
 #include <vector>
 
@@ -126,6 +128,33 @@ TEST_F(RunBags, PrintsOneRowPerBagWithoutAnOutput) {
   EXPECT_EQ(r.out.substr(3, nl - 3), r.out.substr(nl + 4, r.out.find('\n', nl + 1) - nl - 4)) << r.out;
 }
 
+// --out-dtype f16 | bf16: the library's half-precision bits of the same bags
+// (float16 as '<f2', bfloat16's bit patterns as '<u2').
+TEST_F(RunBags, HalfOutputsAreTheLibrarysBits) {
+  auto rt = EmbeddingRuntime::load(art_);
+  ASSERT_TRUE(rt.ok());
+  const std::vector<int64_t> offsets{0, 2, 2, 5, 6};
+  TableBags t;
+  t.table = rt->get();
+  t.indices = std::span<const int64_t>(ids_);
+  t.boundaries = std::span<const int64_t>(offsets);
+  t.per_sample_weights = std::span<const float>(weights_);
+  for (const auto& [flag, type, descr] : {std::tuple{"f16", BagOutputType::kFloat16, "<f2"},
+                                          std::tuple{"bf16", BagOutputType::kBFloat16, "<u2"}}) {
+    SCOPED_TRACE(flag);
+    std::vector<uint16_t> want(4 * 6);
+    ASSERT_TRUE(embedding_bags(std::span<const TableBags>(&t, 1), type, want.data()).ok());
+    const std::string out = run("--bags " + dir_.file("offsets.npy") + " --weights " + dir_.file("w.npy") +
+                                " --out-dtype " + flag);
+    auto a = read_npy(out);
+    ASSERT_TRUE(a.ok()) << a.error().message;
+    EXPECT_EQ(a->dtype, descr);
+    EXPECT_EQ(a->shape, (std::vector<int64_t>{4, 6}));
+    ASSERT_EQ(a->data.size(), want.size() * 2);
+    EXPECT_EQ(std::memcmp(a->data.data(), want.data(), a->data.size()), 0);
+  }
+}
+
 // qemb bench --bags: the pooled kernel against the memcpy gather, as JSON.
 // (Only the shape of the answer: speed itself is not a unit test.)
 TEST_F(RunBags, BenchPoolsBagsAndReportsTheRatio) {
@@ -228,6 +257,161 @@ TEST(RunBagsTables, TableOfAMultiTableArtifact) {
             std::string::npos)
       << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir.file("never.npy")));
+}
+
+// The three-table artifact of TableOfAMultiTableArtifact, with ids, offsets
+// and weights for each table (the same 4 bags).
+class TableBatched : public ::testing::Test {
+ protected:
+  struct Spec {
+    const char* name;
+    int64_t rows, dim;
+    std::vector<int64_t> ids;
+  };
+
+  void SetUp() override {
+    const std::string ckpt = dir_.file("tables.safetensors");
+    std::vector<SafetensorsTensorData> tensors;
+    std::vector<CompileOptions> options;
+    for (const Spec& t : specs_) {
+      auto values = qemb::testing::spread_table(t.rows, t.dim, 5 + t.rows);
+      std::vector<uint8_t> bytes(values.size() * 4);
+      std::memcpy(bytes.data(), values.data(), bytes.size());
+      tensors.push_back({t.name, "F32", {t.rows, t.dim}, bytes});
+      CompileOptions o;
+      o.tensor = o.node_name = t.name;
+      o.qnn_sdk_version = "2.48";
+      o.mode = t.dim == 6 ? CompileMode::kMaterialize : CompileMode::kFused;
+      o.scheme = t.dim == 3 ? Scheme::k16a8w : Scheme::k16a4w;
+      options.push_back(o);
+      write_vector<int64_t>(dir_.file(std::string(t.name) + ".ids.npy"), "<i8", t.ids);
+      std::vector<float> w(t.ids.size());
+      for (size_t k = 0; k < w.size(); ++k) w[k] = 0.25f * static_cast<float>(k) - 0.5f;
+      write_vector<float>(dir_.file(std::string(t.name) + ".w.npy"), "<f4", w);
+      weights_.push_back(w);
+    }
+    ASSERT_TRUE(write_safetensors(ckpt, {}, tensors).ok());
+    art_ = dir_.file("multi.qemb");
+    ASSERT_TRUE(compile_checkpoint_tables(ckpt, options, art_).ok());
+    write_vector<int64_t>(dir_.file("offsets.npy"), "<i8", {0, 2, 2, 5, 6});
+    write_vector<int32_t>(dir_.file("offsets3.npy"), "<i4", {0, 2, 2, 6});
+  }
+
+  // --table T --bags O --tokens-file I [--weights W], once per table, in `order`.
+  std::string table_flags(const std::vector<size_t>& order, bool weights) {
+    std::string args;
+    for (size_t t : order) {
+      const std::string name = specs_[t].name;
+      args += " --table " + name + " --bags " + dir_.file("offsets.npy") + " --tokens-file " +
+              dir_.file(name + ".ids.npy");
+      if (weights) args += " --weights " + dir_.file(name + ".w.npy");
+    }
+    return args;
+  }
+
+  // The library's table-batched call for the same tables.
+  std::vector<TableBags> library_bags(const EmbeddingRuntime& rt, const std::vector<size_t>& order, bool weights) {
+    std::vector<TableBags> bags;
+    for (size_t t : order) {
+      TableBags b;
+      b.table = &rt;
+      b.embedding_table = *rt.find_table(specs_[t].name);
+      b.indices = std::span<const int64_t>(specs_[t].ids);
+      b.boundaries = std::span<const int64_t>(offsets_);
+      if (weights) b.per_sample_weights = std::span<const float>(weights_[t]);
+      bags.push_back(b);
+    }
+    return bags;
+  }
+
+  TempDir dir_;
+  std::string art_;
+  std::vector<Spec> specs_{{"a.weight", 40, 6, {3, 19, 0, 7, 7, 12}},
+                           {"b.weight", 30, 3, {29, 1, 2, 2, 0, 5}},
+                           {"c.weight", 20, 21, {19, 0, 4, 4, 8, 1}}};
+  std::vector<std::vector<float>> weights_;
+  const std::vector<int64_t> offsets_{0, 2, 2, 5, 6};
+};
+
+// One call over c, a, b (and a again: a table may serve several features):
+// a [4, 21 + 6 + 3 + 6] output, each table's columns at its offset, bit for
+// bit the library's table-batched result, in float32 and both half types.
+TEST_F(TableBatched, WritesEachTablesColumnsAtItsOffset) {
+  auto rt = EmbeddingRuntime::load(art_);
+  ASSERT_TRUE(rt.ok());
+  const std::vector<size_t> order{2, 0, 1, 0};
+  const std::vector<TableBags> bags = library_bags(**rt, order, true);
+  const int64_t width = 21 + 6 + 3 + 6;
+  std::vector<float> want(4 * static_cast<size_t>(width));
+  ASSERT_TRUE(embedding_bags(bags, want.data()).ok());
+  // Table a's block (columns 21..26) is its own single-table pooling.
+  std::vector<float> a_alone(4 * 6);
+  ASSERT_TRUE(embedding_bag(bags[1], a_alone.data()).ok());
+  for (size_t b = 0; b < 4; ++b)
+    EXPECT_EQ(std::memcmp(&want[b * width + 21], &a_alone[b * 6], 6 * sizeof(float)), 0) << b;
+
+  const std::string out = dir_.file("out.npy");
+  auto r = run_command(kQemb + " run " + art_ + table_flags(order, true) + " -o " + out + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto a = read_npy(out);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->dtype, "<f4");
+  EXPECT_EQ(a->shape, (std::vector<int64_t>{4, width}));
+  ASSERT_EQ(a->data.size(), want.size() * 4);
+  EXPECT_EQ(std::memcmp(a->data.data(), want.data(), a->data.size()), 0);
+
+  for (const auto& [flag, type] : {std::pair{"f16", BagOutputType::kFloat16}, std::pair{"bf16", BagOutputType::kBFloat16}}) {
+    SCOPED_TRACE(flag);
+    std::vector<uint16_t> want_half(want.size());
+    ASSERT_TRUE(embedding_bags(bags, type, want_half.data()).ok());
+    r = run_command(kQemb + " run " + art_ + table_flags(order, true) + " --out-dtype " + flag + " -o " + out +
+                    " 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    a = read_npy(out);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->shape, (std::vector<int64_t>{4, width}));
+    ASSERT_EQ(a->data.size(), want_half.size() * 2);
+    EXPECT_EQ(std::memcmp(a->data.data(), want_half.data(), a->data.size()), 0);
+  }
+
+  // Without -o: one printed row per bag, all 36 columns.
+  r = run_command(kQemb + " run " + art_ + table_flags({1, 2}, false));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string first = r.out.substr(0, r.out.find('\n'));
+  EXPECT_EQ(std::count(first.begin(), first.end(), ' '), 3 + 21) << first;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4) << r.out;
+}
+
+// Misuse that needs several tables: a clear message, exit 1, no output file.
+TEST_F(TableBatched, BadInputFailsAndWritesNothing) {
+  write_vector<int64_t>(dir_.file("far.npy"), "<i8", {1, 2, 30, 0, 0, 0});
+  const std::string a = " --table a.weight --bags " + dir_.file("offsets.npy") + " --tokens-file " +
+                        dir_.file("a.weight.ids.npy");
+  const std::string b_ids = " --tokens-file " + dir_.file("b.weight.ids.npy");
+  const struct {
+    std::string args, message;
+  } cases[] = {
+      {a + " --table b.weight --bags " + dir_.file("offsets3.npy") + b_ids,
+       "table 1 ('b.weight') has 3 bags but table 0 ('a.weight') has 4; every table of a call needs the same "
+       "number of bags"},
+      {a + " --table b.weight --bags " + dir_.file("offsets.npy") + " --tokens-file " + dir_.file("far.npy"),
+       "table 1 ('b.weight'): id 30 at position 2 (bag 2) is past the last row; ids must be in [0, 30)"},
+      {a + " --table nope --bags " + dir_.file("offsets.npy") + b_ids,
+       "the artifact has no table 'nope'; its tables: a.weight, b.weight, c.weight"},
+      {a + " --table b.weight" + b_ids, "--bags is given once and --table 2 times: pooling several tables takes one "
+                                        "--table NAME and one --bags file per table, in the same order"},
+      {a + " --table b.weight --bags " + dir_.file("offsets.npy"),
+       "--tokens-file is given once for 2 tables: give one id list per --table, in the same order"},
+      {a + " --weights " + dir_.file("a.weight.w.npy") + " --table b.weight --bags " + dir_.file("offsets.npy") + b_ids,
+       "--weights is given once for 2 tables: give one weights file per --table, in the same order, or none"},
+  };
+  const std::string out = dir_.file("never.npy");
+  for (const auto& c : cases) {
+    auto r = run_command(kQemb + " run " + art_ + c.args + " -o " + out + " 2>&1");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_FALSE(std::filesystem::exists(out)) << c.args;
+  }
 }
 
 }  // namespace
