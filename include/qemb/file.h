@@ -75,6 +75,10 @@ class AtomicFileWriter {
   // several threads at once for disjoint ranges. Bytes never written read as
   // zero, so alignment padding needs no writing.
   Status write_at(uint64_t offset, const void* data, size_t size);
+  // Starts writing bytes [offset, offset + size), already written, to the
+  // disk in the background (files only; a hint, errors surface at commit),
+  // so that commit()'s fsync has less left to wait for.
+  void start_writeback(uint64_t offset, uint64_t size);
   // Sets the file's length (growing it with zeros), e.g. to end it exactly
   // at its last byte after write_at calls.
   Status resize(uint64_t size);

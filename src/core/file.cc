@@ -406,6 +406,15 @@ Status AtomicFileWriter::write_at(uint64_t offset, const void* data, size_t size
   return pwrite_all(stream_ ? spool_fd_ : fd_, static_cast<const uint8_t*>(data), size, offset);
 }
 
+void AtomicFileWriter::start_writeback(uint64_t offset, uint64_t size) {
+#ifdef SYNC_FILE_RANGE_WRITE
+  if (stream_ || fd_ < 0 || finished_ || size == 0) return;
+  (void)::sync_file_range(fd_, static_cast<off64_t>(offset), static_cast<off64_t>(size), SYNC_FILE_RANGE_WRITE);
+#else
+  (void)offset, (void)size;
+#endif
+}
+
 Status AtomicFileWriter::resize(uint64_t size) {
   if (fd_ < 0 || finished_) return make_error(ErrorCode::kIoError, "write after close: " + display_);
   if (stream_) QEMB_RETURN_IF_ERROR(use_spool());

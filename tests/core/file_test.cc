@@ -111,6 +111,27 @@ TEST_F(FileTest, WriteAtFillsRangesFromSeveralThreadsAndResizeEndsTheFile) {
   EXPECT_EQ(Read(path), expected);
 }
 
+// The streamed artifact writer asks for early writeback of finished ranges:
+// a hint that changes no byte, wherever the range lies.
+TEST_F(FileTest, StartWritebackChangesNoByte) {
+  const std::string path = Path("wb.bin");
+  std::string expected(3 << 20, '\0');
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] = static_cast<char>(i * 7 + 1);
+  {
+    auto w = AtomicFileWriter::create(path);
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    ASSERT_TRUE((*w)->write_at(0, expected.data(), expected.size() / 2).ok());
+    (*w)->start_writeback(0, expected.size() / 2);
+    (*w)->start_writeback(0, 0);
+    (*w)->start_writeback(expected.size(), 1 << 20);  // past the end so far
+    ASSERT_TRUE((*w)->write_at(expected.size() / 2, expected.data() + expected.size() / 2, expected.size() / 2).ok());
+    (*w)->start_writeback(expected.size() / 2, expected.size() / 2);
+    ASSERT_TRUE((*w)->commit().ok());
+    (*w)->start_writeback(0, expected.size());  // after commit: nothing happens
+  }
+  EXPECT_EQ(Read(path), expected);
+}
+
 TEST_F(FileTest, UncommittedWriterLeavesNoFile) {
   const std::string path = Path("out.bin");
   {
