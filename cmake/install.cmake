@@ -16,6 +16,7 @@ install(TARGETS ${qemb_installed_targets} qemb_xxhash EXPORT qembTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS qemb RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY include/qemb DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
+install(FILES ${QEMB_GENERATED_INCLUDE_DIR}/qemb/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/qemb)
 install(EXPORT qembTargets NAMESPACE qemb:: DESTINATION ${QEMB_INSTALL_CMAKEDIR})
 configure_package_config_file(cmake/qembConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/qembConfig.cmake
                               INSTALL_DESTINATION ${QEMB_INSTALL_CMAKEDIR})

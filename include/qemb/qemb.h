@@ -37,6 +37,9 @@ typedef enum qemb_status {
 /* "ok", "invalid argument", "out of range", ...; never NULL. */
 const char* qemb_status_string(qemb_status status);
 
+/* The library's version, "MAJOR.MINOR.PATCH" (QEMB_VERSION of qemb/version.h). */
+const char* qemb_version(void);
+
 typedef enum qemb_verify {
   QEMB_VERIFY_FULL = 0,  /* hash every section on open */
   QEMB_VERIFY_HEADER = 1 /* skip hashing the data sections (very large files) */

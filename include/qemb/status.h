@@ -34,7 +34,7 @@ struct Error {
   std::string to_string() const;
 };
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(Error e) : error_(std::move(e)), ok_(false) {}  // NOLINT: implicit on purpose

@@ -28,12 +28,11 @@ from ._qemb import (  # noqa: F401
     Unsupported,
     ValidationError,
     VersionError,
+    __version__,
     embedding_bags,
     evaluate as _evaluate,
     fakequant as _fakequant,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Artifact", "Runtime", "compile", "embedding_bags", "evaluate", "fakequant",

@@ -22,6 +22,7 @@
 #include "qemb/inspect.h"
 #include "qemb/runtime.h"
 #include "qemb/tokens.h"
+#include "qemb/version.h"
 
 namespace py = pybind11;
 
@@ -756,6 +757,7 @@ PYBIND11_MODULE(_qemb, m) {
   using namespace qemb::python;
   using py::arg;
   m.doc() = "qemb's C++ library; import qemb, not this module.";
+  m.attr("__version__") = QEMB_VERSION;
   add_exceptions(m);
 
   py::class_<Runtime>(m, "Runtime", R"doc(A loaded .qemb artifact serving exact lookups.

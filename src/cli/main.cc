@@ -5,11 +5,12 @@
 #include "cli/cli.h"
 #include "qemb/file.h"
 #include "qemb/strings.h"
+#include "qemb/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"qemb: per-channel-quantized embedding tables, compiled and served bit-exactly"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "qemb 0.1.0");
+  app.set_version_flag("--version", "qemb " QEMB_VERSION);
   qemb::cli::Action run;
   qemb::cli::add_compile_command(app, run);
   qemb::cli::add_run_command(app, run);

@@ -23,6 +23,7 @@
 #include "qemb/passes.h"
 #include "qemb/quantize_kernels.h"
 #include "qemb/safetensors.h"
+#include "qemb/version.h"
 #include "compiler/row_pass.h"
 
 namespace qemb {
@@ -527,7 +528,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   }
 
   nlohmann::json& m = out.metadata;
-  m["qemb_version"] = "0.1.0";
+  m["qemb_version"] = QEMB_VERSION;
   m["node"] = options.node_name;
   m["source"] = {{"file", source.file}, {"tensor", source.tensor}, {"dtype", source.dtype},
                  {"shape", {rows, dim}}};

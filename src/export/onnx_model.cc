@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "qemb/export.h"
+#include "qemb/version.h"
 
 #ifdef QEMB_HAVE_ONNX
 #include <onnx/onnx_pb.h>
@@ -114,7 +115,7 @@ Result<std::string> onnx_model_bytes(const QuantizedEmbedding& e, const OnnxExpo
   onnx::ModelProto model;
   model.set_ir_version(kIrVersion);
   model.set_producer_name("qemb");
-  model.set_producer_version("0.1.0");
+  model.set_producer_version(QEMB_VERSION);
   model.set_doc_string(std::string("qemb ") + to_string(e.scheme) + " embedding, " + to_string(e.pattern) +
                        " pattern" + (o.folded ? ", folded" : ""));
   onnx::OperatorSetIdProto* opset = model.add_opset_import();

@@ -298,9 +298,8 @@ std::ostream& operator<<(std::ostream& os, const SdkVersion& version) {
 Result<SdkVersion> read_sdk_build_id() { return read_sdk_build_id_from_root(std::getenv("QNN_SDK_ROOT")); }
 
 Result<SdkVersion> read_sdk_build_id_from_root(const char* qnn_sdk_root) {
-  Result<BuildId> id = read_build_id_with_source(qnn_sdk_root);
-  if (!id.ok()) return id.error();
-  return std::move(id).value().version;
+  QEMB_ASSIGN_OR_RETURN(BuildId id, read_build_id_with_source(qnn_sdk_root));
+  return std::move(id.version);
 }
 
 Result<TargetVersion> discover_target_version(const std::string& explicit_version) {

@@ -15,6 +15,7 @@
 
 #include "qemb/embedding_bag.h"
 #include "qemb/runtime.h"
+#include "qemb/version.h"
 
 struct qemb_runtime {
   std::unique_ptr<qemb::EmbeddingRuntime> rt;
@@ -190,6 +191,8 @@ qemb_status bags(const qemb_bags* tables, size_t num_tables, qemb::BagOutputType
 }  // namespace
 
 extern "C" {
+
+const char* qemb_version(void) { return QEMB_VERSION; }
 
 const char* qemb_status_string(qemb_status status) {
   static_assert(sizeof(qemb_status) == sizeof(int));

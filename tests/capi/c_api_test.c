@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "qemb/qemb.h"
+#include "qemb/version.h"
 
 static int failures = 0;
 #define CHECK(cond)                                                        \
@@ -529,6 +530,7 @@ int main(int argc, char** argv) {
   CHECK_STR(qemb_status_string(QEMB_OUT_OF_RANGE), "out of range");
   CHECK_STR(qemb_status_string(QEMB_CORRUPT), "corrupt");
   CHECK_STR(qemb_status_string((qemb_status)99), "unknown error");
+  CHECK_STR(qemb_version(), QEMB_VERSION);
 
   /* Open and describe. */
   options = qemb_runtime_options_default();
