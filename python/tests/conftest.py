@@ -151,3 +151,14 @@ def artifact_for(checkpoint, out, scheme, pattern, mode):
     run_cli("compile", checkpoint, "--scheme", scheme, "--qnn-sdk-version", PATTERNS[pattern],
             "--pattern", pattern, "--mode", mode, "--quiet", "-o", out)
     return out
+
+
+@pytest.fixture(scope="session")
+def artifact(checkpoint, session_dir):
+    """The example checkpoint compiled 16a4w, optimized, fused."""
+    return artifact_for(checkpoint, os.path.join(session_dir, "rt.qemb"), "16a4w", "optimized", "fused")
+
+
+@pytest.fixture(scope="module")
+def rt(artifact):
+    return qemb.Runtime(artifact)

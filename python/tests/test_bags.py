@@ -16,16 +16,6 @@ OFFSETS = np.array([0, 3, 3, 8, 9, 12], dtype=np.int64)  # with the last
 WEIGHTS = np.array([0.5, -1.25, 0.0, 2.0, 3.0, -0.0, 1.0, 0.125, -7.5, 1.5, 2.5, 0.75], dtype=np.float32)
 
 
-@pytest.fixture(scope="module")
-def artifact(checkpoint, session_dir):
-    return artifact_for(checkpoint, os.path.join(session_dir, "bags.qemb"), "16a4w", "optimized", "fused")
-
-
-@pytest.fixture(scope="module")
-def rt(artifact):
-    return qemb.Runtime(artifact)
-
-
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("pattern", list(PATTERNS))
 @pytest.mark.parametrize("scheme", SCHEMES)

@@ -13,16 +13,6 @@ from conftest import MODES, PATTERNS, SCHEMES, artifact_for, bf16_bits, inspect_
 IDS = [0, 511, 7, 7, 300, 1, 42, 256, 3]
 
 
-@pytest.fixture(scope="module")
-def artifact(checkpoint, session_dir):
-    return artifact_for(checkpoint, os.path.join(session_dir, "rt.qemb"), "16a4w", "optimized", "fused")
-
-
-@pytest.fixture(scope="module")
-def rt(artifact):
-    return qemb.Runtime(artifact)
-
-
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("pattern", list(PATTERNS))
 @pytest.mark.parametrize("scheme", SCHEMES)

@@ -273,6 +273,8 @@ void quantize_row(const float* x, size_t dim, float row_scale, int qmax, int8_t*
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "kernels/dispatch.h"
+
 namespace qemb {
 
 HWY_EXPORT(row_values);
@@ -281,18 +283,6 @@ HWY_EXPORT(pattern_tables);
 HWY_EXPORT(quantize_row);
 
 namespace {
-
-// The slot of `target` in the HWY_EXPORT tables (as in gather_kernels.cc).
-size_t dispatch_index(int64_t target) {
-#if (HWY_TARGETS & (HWY_TARGETS - 1)) == 0
-  (void)target;
-  return 0;
-#else
-  const int64_t mask = (HWY_CHOSEN_TARGET_SHIFT(target) | HWY_CHOSEN_TARGET_MASK_SCALAR) &
-                       HWY_CHOSEN_TARGET_MASK_TARGETS;
-  return hwy::Num0BitsBelowLS1Bit_Nonzero64(static_cast<uint64_t>(mask));
-#endif
-}
 
 std::vector<MetricKernelSet> build_sets() {
   std::vector<MetricKernelSet> sets;

@@ -1149,6 +1149,8 @@ HWY_AFTER_NAMESPACE();
 #include <string>
 #include <vector>
 
+#include "kernels/dispatch.h"
+
 namespace qemb {
 
 #define QEMB_EXPORT_KERNEL(name, type) HWY_EXPORT(name);
@@ -1156,19 +1158,6 @@ QEMB_GATHER_KERNELS(QEMB_EXPORT_KERNEL)
 #undef QEMB_EXPORT_KERNEL
 
 namespace {
-
-// The slot of `target` in the HWY_EXPORT tables: the index HWY_DYNAMIC_DISPATCH
-// computes once hwy has chosen `target` (hwy/targets.h, ChosenTarget::GetIndex).
-size_t dispatch_index(int64_t target) {
-#if (HWY_TARGETS & (HWY_TARGETS - 1)) == 0
-  (void)target;
-  return 0;  // a single compiled target: the tables have one entry
-#else
-  const int64_t mask = (HWY_CHOSEN_TARGET_SHIFT(target) | HWY_CHOSEN_TARGET_MASK_SCALAR) &
-                       HWY_CHOSEN_TARGET_MASK_TARGETS;
-  return hwy::Num0BitsBelowLS1Bit_Nonzero64(static_cast<uint64_t>(mask));
-#endif
-}
 
 bool make_kernel_set(int64_t target, KernelSet& set) {
   const size_t index = dispatch_index(target);

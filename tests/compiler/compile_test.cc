@@ -1,8 +1,5 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -13,6 +10,7 @@
 
 #include "qemb/compiler.h"
 #include "qemb/safetensors.h"
+#include "support/address_limit.h"
 #include "support/test_util.h"
 
 namespace qemb {
@@ -322,14 +320,6 @@ TEST(CompileTable, NegativeThreadCountIsRefused) {
   EXPECT_EQ(c.error().message, "threads must be >= 0 (0 = one per core)");
 }
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define QEMB_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define QEMB_SANITIZED 1
-#endif
-#endif
-
 TEST(CompileThreads, FinishesWhenThreadsCannotBeStarted) {
   // std::thread's system_error escaped compile and aborted the process.
 #ifdef QEMB_SANITIZED
@@ -346,25 +336,12 @@ TEST(CompileThreads, FinishesWhenThreadsCannotBeStarted) {
   o.qnn_sdk_version = "2.48";
   o.threads = 1;
   ASSERT_TRUE(compile_checkpoint(ckpt, o, dir.file("one.qemb")).ok());
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::alarm(60);
-    long pages = 0;
-    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-      if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
-      std::fclose(f);
-    }
-    if (pages == 0) ::_exit(4);
-    // Room for the compile's buffers, not for two 8 MiB thread stacks.
-    const rlim_t limit = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) + (12 << 20);
-    const rlimit rl{limit, limit};
-    if (::setrlimit(RLIMIT_AS, &rl) != 0) ::_exit(5);
+  // Room for the compile's buffers, not for two 8 MiB thread stacks.
+  const int status = qemb::testing::run_with_address_limit(12 << 20, 60, [&] {
     o.threads = 8;
-    ::_exit(compile_checkpoint(ckpt, o, dir.file("eight.qemb")).ok() ? 0 : 6);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
+    return compile_checkpoint(ckpt, o, dir.file("eight.qemb")).ok() ? 0 : 6;
+  });
+  ASSERT_NE(status, -1) << "fork failed";
   ASSERT_TRUE(WIFEXITED(status)) << "compile crashed or hung (signal " << WTERMSIG(status) << ")";
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_EQ(qemb::testing::read_text(dir.file("eight.qemb")), qemb::testing::read_text(dir.file("one.qemb")));

@@ -88,19 +88,7 @@ class BagTester {
 
     RequantGatherParams pk = p;  // what the kernel under test reads
     std::vector<uint8_t> rows_buffer;
-    if (interleaved_ && family != GatherFamily::kMaterialized) {
-      const size_t stride = stride_ ? stride_ : (4 + t.row_bytes() + 3) / 4 * 4;
-      rows_buffer.assign(rows_ * stride + 8, 0xEE);  // 0xEE: padding the kernels must not read as data
-      uint8_t* base = rows_buffer.data() + (4 - reinterpret_cast<uintptr_t>(rows_buffer.data()) % 4) % 4;
-      for (size_t r = 0; r < rows_; ++r) {
-        std::memcpy(base + r * stride, &t.scales[r], 4);
-        std::memcpy(base + r * stride + 4, t.weights.data() + r * t.row_bytes(), t.row_bytes());
-      }
-      pk.weights = base + 4;
-      pk.row_scales = reinterpret_cast<const float*>(base);
-      pk.row_stride = stride;
-      pk.scale_stride = stride;
-    }
+    if (interleaved_ && family != GatherFamily::kMaterialized) pk = t.interleaved_params(stride_, rows_buffer);
 
     BagParams bag;
     bag.offsets = offsets.data();

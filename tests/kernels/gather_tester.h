@@ -67,6 +67,24 @@ struct RandomPcqTable {
     p.max_scale = max_scale;
     return p;
   }
+  // The row-interleaved layout (each row's scale, then its weights, every
+  // `stride` bytes; 0 = the tightest multiple of 4) built in `buffer`, whose
+  // padding (0xEE) the kernels must not read as data.
+  RequantGatherParams interleaved_params(size_t stride, std::vector<uint8_t>& buffer) const {
+    if (stride == 0) stride = (4 + row_bytes() + 3) / 4 * 4;
+    buffer.assign(rows * stride + 8, 0xEE);
+    uint8_t* base = buffer.data() + (4 - reinterpret_cast<uintptr_t>(buffer.data()) % 4) % 4;
+    for (size_t r = 0; r < rows; ++r) {
+      std::memcpy(base + r * stride, &scales[r], 4);
+      std::memcpy(base + r * stride + 4, weights.data() + r * row_bytes(), row_bytes());
+    }
+    RequantGatherParams p = params();
+    p.weights = base + 4;
+    p.row_scales = reinterpret_cast<const float*>(base);
+    p.row_stride = stride;
+    p.scale_stride = stride;
+    return p;
+  }
 };
 
 // Activation encodings that stress the clamps and the rounding: tiny and large
@@ -228,19 +246,7 @@ class GatherTester {
     const RequantGatherParams p = t.params();
     RequantGatherParams pk = p;  // what the kernel under test reads
     std::vector<uint8_t> rows_buffer;
-    if (interleaved_) {
-      const size_t stride = stride_ ? stride_ : (4 + t.row_bytes() + 3) / 4 * 4;
-      rows_buffer.assign(rows_ * stride + 8, 0xEE);  // 0xEE: padding the kernels must not read as data
-      uint8_t* base = rows_buffer.data() + (4 - reinterpret_cast<uintptr_t>(rows_buffer.data()) % 4) % 4;
-      for (size_t r = 0; r < rows_; ++r) {
-        std::memcpy(base + r * stride, &t.scales[r], 4);
-        std::memcpy(base + r * stride + 4, t.weights.data() + r * t.row_bytes(), t.row_bytes());
-      }
-      pk.weights = base + 4;
-      pk.row_scales = reinterpret_cast<const float*>(base);
-      pk.row_stride = stride;
-      pk.scale_stride = stride;
-    }
+    if (interleaved_) pk = t.interleaved_params(stride_, rows_buffer);
     const bool legacy = family == GatherFamily::kLegacy;
     const GatherKernel u16_kernel =
         bits_ == 4 ? (legacy ? GatherKernel::legacy_gather_s4_u16 : GatherKernel::requant_gather_s4_u16)

@@ -4,9 +4,6 @@
 // worker that never started: run and bench hung).
 #include <dirent.h>
 #include <gtest/gtest.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -20,6 +17,7 @@
 #include "qemb/ir.h"
 #include "qemb/runtime.h"
 #include "runtime/worker_pool.h"
+#include "support/address_limit.h"
 #include "support/test_util.h"
 
 namespace qemb {
@@ -111,42 +109,21 @@ TEST(WorkerPool, RuntimeStartsNoThreadUntilABatchNeedsThem) {
   EXPECT_GT(thread_count(), before);
 }
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define QEMB_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define QEMB_SANITIZED 1
-#endif
-#endif
-
 TEST(WorkerPool, LookupsFinishWhenThreadsCannotBeStarted) {
 #ifdef QEMB_SANITIZED
   GTEST_SKIP() << "the sanitizers' own address-space reservations defeat RLIMIT_AS";
 #else
   TempDir dir;
   const std::string path = write_table_artifact(dir);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::alarm(30);  // a hang is a failure, not a stuck test
-    // Room for the artifact and a little heap, not for two 8 MiB thread stacks.
-    long pages = 0;
-    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-      if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
-      std::fclose(f);
-    }
-    if (pages == 0) ::_exit(4);
-    const rlim_t limit = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE)) + (12 << 20);
-    const rlimit rl{limit, limit};
-    if (::setrlimit(RLIMIT_AS, &rl) != 0) ::_exit(5);
+  // Room for the artifact and a little heap, not for two 8 MiB thread stacks.
+  const int status = qemb::testing::run_with_address_limit(12 << 20, 30, [&] {
     RuntimeOptions options;
     options.threads = 8;
     auto rt = EmbeddingRuntime::load(path, options);
-    if (!rt.ok()) ::_exit(3);
-    ::_exit(big_lookup_is_right(**rt) ? 0 : 6);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
+    if (!rt.ok()) return 3;
+    return big_lookup_is_right(**rt) ? 0 : 6;
+  });
+  ASSERT_NE(status, -1) << "fork failed";
   ASSERT_TRUE(WIFEXITED(status)) << "the lookup hung or crashed (signal " << WTERMSIG(status) << ")";
   EXPECT_EQ(WEXITSTATUS(status), 0);
 #endif
