@@ -21,18 +21,14 @@ Error corrupt_graph(const std::string& what) {
 
 // Unpacks a SFIXED_POINT_8 tensor's storage (int8, or two nibbles a byte).
 std::vector<int8_t> unpack_weight(const Tensor& w, int64_t rows, int64_t dim) {
-  const int bits = w.encoding.bitwidth;
-  const size_t row_bytes = row_storage_bytes(DataType::kSFixedPoint8, bits, dim);
+  const StorageFormat& format = *w.format();  // the reader accepts only widths in the table
+  const size_t row_bytes = format.row_bytes(dim);
   std::vector<int8_t> q(static_cast<size_t>(rows * dim));
   const uint8_t* bytes = w.data->data();
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = bytes + static_cast<size_t>(r) * row_bytes;
     int8_t* out = q.data() + static_cast<size_t>(r * dim);
-    if (bits == 4) {
-      for (int64_t j = 0; j < dim; ++j) out[j] = unpack_int4(row, j);
-    } else {
-      std::memcpy(out, row, static_cast<size_t>(dim));
-    }
+    for (int64_t j = 0; j < dim; ++j) out[j] = static_cast<int8_t>(format.load(row, j));
   }
   return q;
 }

@@ -33,16 +33,13 @@ Tensor make_pcq_weight_tensor(const std::string& name, const PcqTable& table) {
   w.shape = {table.rows, table.dim};
   w.encoding = Encoding::per_axis(0, table.scales,
                                   std::vector<int32_t>(static_cast<size_t>(table.rows), 0), bits);
-  const size_t row_bytes = row_storage_bytes(w.dtype, bits, table.dim);
+  const StorageFormat& format = *w.format();
+  const size_t row_bytes = format.row_bytes(table.dim);
   std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(table.rows), 0);
   for (int64_t r = 0; r < table.rows; ++r) {
     const int8_t* q = table.q.data() + r * table.dim;
     uint8_t* out = bytes.data() + static_cast<size_t>(r) * row_bytes;
-    if (bits == 4) {
-      for (int64_t j = 0; j < table.dim; ++j) pack_int4(out, j, q[j]);
-    } else {
-      std::memcpy(out, q, static_cast<size_t>(table.dim));
-    }
+    for (int64_t j = 0; j < table.dim; ++j) format.store(out, j, q[j]);
   }
   w.data = std::make_shared<OwnedBuffer>(std::move(bytes));
   return w;
@@ -235,14 +232,9 @@ Result<LoweredEmbedding> lower_per_tensor_embedding(const std::vector<int8_t>& q
   w.encoding = Encoding::per_tensor(scale, 0, bitwidth);
   const size_t row_bytes = row_storage_bytes(w.dtype, bitwidth, dim);
   std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(rows), 0);
+  const StorageFormat& format = *w.format();
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < dim; ++j) {
-      if (bitwidth == 4) {
-        pack_int4(bytes.data() + r * row_bytes, j, q[r * dim + j]);
-      } else {
-        bytes[r * row_bytes + j] = static_cast<uint8_t>(q[r * dim + j]);
-      }
-    }
+    for (int64_t j = 0; j < dim; ++j) format.store(bytes.data() + r * row_bytes, j, q[r * dim + j]);
   w.data = std::make_shared<OwnedBuffer>(std::move(bytes));
 
   LoweredEmbedding out;
