@@ -129,8 +129,9 @@ class OnnxOrt : public ::testing::Test {
 
   std::vector<float> run_ort(const std::string& model, const std::string& id_type = "int64") {
     const std::string out = dir_.file("ort.npy");
-    auto r = run_command("node " QEMB_SOURCE_DIR "/tests/support/ort_run.js " + ort_modules() + " " + model + " " +
-                         ids_ + " " + id_type + " " + out);
+    // onnxruntime leaves mat-debug-PID.log and .ses in TMPDIR: keep them in this test's folder.
+    auto r = run_command("TMPDIR=" + dir_.path().string() + " node " QEMB_SOURCE_DIR "/tests/support/ort_run.js " +
+                         ort_modules() + " " + model + " " + ids_ + " " + id_type + " " + out);
     EXPECT_EQ(r.exit_code, 0) << r.out;
     return load_f32(out);
   }
