@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <tuple>
 #include <filesystem>
 #include <vector>
@@ -199,18 +200,20 @@ TEST_F(RunBags, BadWeightsFailAndWriteNothing) {
   }
 }
 
-// --table picks one table of a multi-table artifact; the pooled rows have that
-// table's width (here narrower and wider than the first table's).
-TEST(RunBagsTables, TableOfAMultiTableArtifact) {
-  TempDir dir;
-  const std::string ckpt = dir.file("tables.safetensors");
-  const struct {
-    const char* name;
-    int64_t rows, dim;
-  } tables[] = {{"a.weight", 40, 6}, {"b.weight", 30, 3}, {"c.weight", 20, 21}};
+// Writes one F32 table per spec (spread values seeded by its row count) into
+// one checkpoint in `dir` and compiles them all into the artifact `art`: the
+// 3-wide table at 16a8w, the others at 16a4w, each in its spec's mode.
+struct TableSpec {
+  const char* name;
+  int64_t rows, dim;
+  CompileMode mode;
+};
+
+::testing::AssertionResult compile_tables(const TempDir& dir, std::span<const TableSpec> specs,
+                                          const std::string& art) {
   std::vector<SafetensorsTensorData> tensors;
   std::vector<CompileOptions> options;
-  for (const auto& t : tables) {
+  for (const TableSpec& t : specs) {
     auto values = qemb::testing::spread_table(t.rows, t.dim, 5 + t.rows);
     std::vector<uint8_t> bytes(values.size() * 4);
     std::memcpy(bytes.data(), values.data(), bytes.size());
@@ -218,13 +221,26 @@ TEST(RunBagsTables, TableOfAMultiTableArtifact) {
     CompileOptions o;
     o.tensor = o.node_name = t.name;
     o.qnn_sdk_version = "2.48";
-    o.mode = CompileMode::kFused;
+    o.mode = t.mode;
     o.scheme = t.dim == 3 ? Scheme::k16a8w : Scheme::k16a4w;
     options.push_back(o);
   }
-  ASSERT_TRUE(write_safetensors(ckpt, {}, tensors).ok());
+  const std::string ckpt = dir.file("tables.safetensors");
+  if (Status st = write_safetensors(ckpt, {}, tensors); !st.ok()) return ::testing::AssertionFailure() << st.message();
+  auto compiled = compile_checkpoint_tables(ckpt, options, art);
+  if (!compiled.ok()) return ::testing::AssertionFailure() << compiled.status().message();
+  return ::testing::AssertionSuccess();
+}
+
+// --table picks one table of a multi-table artifact; the pooled rows have that
+// table's width (here narrower and wider than the first table's).
+TEST(RunBagsTables, TableOfAMultiTableArtifact) {
+  TempDir dir;
+  const TableSpec tables[] = {{"a.weight", 40, 6, CompileMode::kFused},
+                              {"b.weight", 30, 3, CompileMode::kFused},
+                              {"c.weight", 20, 21, CompileMode::kFused}};
   const std::string art = dir.file("multi.qemb");
-  ASSERT_TRUE(compile_checkpoint_tables(ckpt, options, art).ok());
+  ASSERT_TRUE(compile_tables(dir, tables, art));
   const std::vector<int64_t> ids{3, 19, 0, 7, 7, 12};
   const std::vector<int64_t> offsets{0, 2, 2, 5, 6};
   write_vector<int64_t>(dir.file("ids.npy"), "<i8", ids);
@@ -270,29 +286,17 @@ class TableBatched : public ::testing::Test {
   };
 
   void SetUp() override {
-    const std::string ckpt = dir_.file("tables.safetensors");
-    std::vector<SafetensorsTensorData> tensors;
-    std::vector<CompileOptions> options;
+    std::vector<TableSpec> tables;
     for (const Spec& t : specs_) {
-      auto values = qemb::testing::spread_table(t.rows, t.dim, 5 + t.rows);
-      std::vector<uint8_t> bytes(values.size() * 4);
-      std::memcpy(bytes.data(), values.data(), bytes.size());
-      tensors.push_back({t.name, "F32", {t.rows, t.dim}, bytes});
-      CompileOptions o;
-      o.tensor = o.node_name = t.name;
-      o.qnn_sdk_version = "2.48";
-      o.mode = t.dim == 6 ? CompileMode::kMaterialize : CompileMode::kFused;
-      o.scheme = t.dim == 3 ? Scheme::k16a8w : Scheme::k16a4w;
-      options.push_back(o);
+      tables.push_back({t.name, t.rows, t.dim, t.dim == 6 ? CompileMode::kMaterialize : CompileMode::kFused});
       write_vector<int64_t>(dir_.file(std::string(t.name) + ".ids.npy"), "<i8", t.ids);
       std::vector<float> w(t.ids.size());
       for (size_t k = 0; k < w.size(); ++k) w[k] = 0.25f * static_cast<float>(k) - 0.5f;
       write_vector<float>(dir_.file(std::string(t.name) + ".w.npy"), "<f4", w);
       weights_.push_back(w);
     }
-    ASSERT_TRUE(write_safetensors(ckpt, {}, tensors).ok());
     art_ = dir_.file("multi.qemb");
-    ASSERT_TRUE(compile_checkpoint_tables(ckpt, options, art_).ok());
+    ASSERT_TRUE(compile_tables(dir_, tables, art_));
     write_vector<int64_t>(dir_.file("offsets.npy"), "<i8", {0, 2, 2, 5, 6});
     write_vector<int32_t>(dir_.file("offsets3.npy"), "<i4", {0, 2, 2, 6});
   }
