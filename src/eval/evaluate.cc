@@ -6,7 +6,9 @@
 #include <cstring>
 #include <limits>
 
-#include "compiler/row_pass.h"
+#include "compiler/row_source.h"
+#include "core/parallel_rows.h"
+#include "compiler/table_values.h"
 #include "eval/metric_kernels.h"
 #include "qemb/eval.h"
 #include "qemb/checkpoint.h"
@@ -180,7 +182,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
   const ReleaseWindows release_all(src, chunk);
   QEMB_RETURN_IF_ERROR(parallel_rows(rows, chunk, threads, "scan", options.progress,
                                      [&](int worker, int64_t begin, int64_t end) -> Status {
-    thread_local std::vector<float> row;  // declared where each worker runs (see compile.cc)
+    thread_local std::vector<float> row;  // declared where each worker runs (see compile_rows.cc)
     row.resize(static_cast<size_t>(dim));
     Scan& sc = scans[static_cast<size_t>(worker)];
     for (int64_t r = begin; r < end; ++r) {

@@ -1,42 +1,18 @@
-// The compiler's parallel pass over the rows of a table, shared with eval:
-// fixed row chunks on a few threads, a progress report, and a row source over
-// a memory-mapped checkpoint table that drops the pages it has consumed.
+// Row sources the compiler and eval read tables through (an array in memory,
+// a memory-mapped checkpoint table that drops the pages it has consumed) and
+// the release of consumed input in large windows.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <vector>
 
 #include "qemb/compiler.h"
 #include "qemb/checkpoint.h"
 
 namespace qemb {
-
-using ProgressFn = std::function<void(const char* phase, int64_t rows_done, int64_t rows_total)>;
-
-// Runs fn(worker, begin, end) over the chunks [c * chunk, min(rows, (c + 1) *
-// chunk)) on up to `threads` workers (worker in [0, threads)) while the
-// calling thread reports progress. The chunks depend only on `rows` and
-// `chunk`, never on the thread count. Returns the error of the lowest failing
-// chunk, so the message does not depend on thread timing. `on_failure` runs on
-// the failing worker (e.g. to release writers of later chunks that wait).
-Status parallel_rows(int64_t rows, int64_t chunk, int threads, const char* phase, const ProgressFn& progress,
-                     const std::function<Status(int, int64_t, int64_t)>& fn,
-                     const std::function<void(int64_t, const Status&)>& on_failure = nullptr);
-
-// The activation encoding observed on the calibration rows only (the error
-// names a token outside the table's rows).
-Result<ActivationEncoding> calibration_encoding_of(const RowSource& src, const std::vector<int64_t>& tokens);
-
-// `requested` threads (at most 4 per core), or one per core when it is 0 or less.
-int default_threads(int requested);
-
-// About 1 MiB of float rows per chunk (8 to 4096 rows): a chunk's output stays
-// in cache, and chunks are many enough to share among threads.
-inline int64_t row_chunk(int64_t dim) { return std::clamp<int64_t>((int64_t{1} << 20) / (dim * 4), 8, 4096); }
 
 // A float32 [rows, dim] table already in memory, read in place.
 class ArrayRows final : public RowSource {
