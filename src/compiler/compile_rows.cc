@@ -10,37 +10,17 @@
 
 #include "qemb/artifact.h"
 #include "qemb/compiler.h"
-#include "qemb/kernels.h"
 #include "qemb/passes.h"
-#include "qemb/quantize_kernels.h"
 #include "qemb/version.h"
 #include "compiler/compile_mode.h"
 #include "compiler/row_source.h"
 #include "compiler/table_output.h"
 #include "compiler/table_values.h"
 #include "core/parallel_rows.h"
+#include "passes/convert_fold.h"
+#include "passes/weight_kernels.h"
 
 namespace qemb {
-
-namespace {
-
-// The Convert of the optimized pattern that a materialized compile folds into
-// a uint16 table (it reads the per-axis STATIC weight and writes a uint16
-// tensor of the same shape that is not the graph's output), or -1.
-int u16_fold_op(const Graph& g) {
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    const Op& op = g.ops[i];
-    if (op.type != OpType::kConvert || op.inputs.size() != 1 || op.outputs.size() != 1) continue;
-    const Tensor* in = g.find_tensor(op.inputs[0]);
-    const Tensor* out = g.find_tensor(op.outputs[0]);
-    if (in != nullptr && out != nullptr && in->kind == TensorKind::kStatic && in->encoding.is_per_axis() &&
-        out->dtype == DataType::kUFixedPoint16 && out->shape == in->shape && out->kind != TensorKind::kAppRead)
-      return static_cast<int>(i);
-  }
-  return -1;
-}
-
-}  // namespace
 
 Result<CompiledEmbedding> compile_table(const float* table, int64_t rows, int64_t dim,
                                         const CompileOptions& options, const TargetVersion& target,
@@ -65,13 +45,9 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   const int bits = weight_bits(options.scheme), qmax = weight_qmax(options.scheme);
   const size_t row_bytes = row_storage_bytes(DataType::kSFixedPoint8, bits, dim);
   const QuantizeKernelSet& qk = best_quantize_kernels();
-  auto quantize_row = [&](const float* w, float s, uint8_t* dst) {
-    if (bits == 4) {
-      qk.quantize_row_s4(w, static_cast<size_t>(dim), s, dst);
-    } else {
-      qk.quantize_row_s8(w, static_cast<size_t>(dim), s, reinterpret_cast<int8_t*>(dst));
-    }
-  };
+  const WeightKernels* wk = weight_kernels(find_storage_format(DataType::kSFixedPoint8, bits));
+  if (wk == nullptr) return make_error(ErrorCode::kInternal, "no kernels quantize " + std::to_string(bits) + "-bit weights");
+  auto quantize_row = [&](const float* w, float s, uint8_t* dst) { wk->quantize_row(qk, w, static_cast<size_t>(dim), s, dst); };
 
   CompiledEmbedding out;
   out.target = target;
@@ -174,53 +150,33 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   out.pattern = lowered.pattern;
   out.pattern_reason = lowered.reason;
   Graph& graph = lowered.graph;
-  const int convert = fold_to_u16 ? u16_fold_op(graph) : -1;
-  if (fold_to_u16 && convert < 0)
-    return make_error(ErrorCode::kInternal, "the optimized lowering has no Convert to fold");
+  size_t convert = 0;
+  const std::optional<ConvertFold> fold = fold_to_u16 ? ConvertFold::find(graph, &convert) : std::nullopt;
+  if (fold_to_u16 && !fold) return make_error(ErrorCode::kInternal, "the optimized lowering has no Convert to fold");
 
   if (fold_to_u16) {
-    // Materialized optimized pattern: the folded Convert is exactly
-    // requant_gather_s{4,8}_u16 over every id. Each chunk of rows is read
-    // again, quantized into a small packed buffer and gathered from there,
-    // the uint16 rows streamed out as they are made.
-    const Tensor& folded_out = *graph.find_tensor(graph.ops[static_cast<size_t>(convert)].outputs[0]);
-    const size_t table_row_bytes = static_cast<size_t>(dim) * 2;
-    TableOutput table(table_row_bytes, rows, stream);
-    const KernelSet& kernels = best_kernels();
-    const ActivationEncoding act{folded_out.encoding.scale, -folded_out.encoding.offset};
-    const RequantGatherU16Fn gather = bits == 4 ? kernels.requant_gather_s4_u16 : kernels.requant_gather_s8_u16;
+    // Materialized optimized pattern: the Convert folded as the fold pass
+    // folds it, a chunk at a time. Each chunk of rows is read again,
+    // quantized into a small packed buffer and folded from there, the uint16
+    // rows streamed out as they are made.
+    TableOutput table(static_cast<size_t>(dim) * 2, rows, stream);
     const ReleaseWindows release_windows(src, chunk);
     QEMB_RETURN_IF_ERROR(parallel_rows(rows, chunk, threads, "quantize", options.progress, [&](int, int64_t begin, int64_t end) -> Status {
       thread_local std::vector<float> row;  // see the scan pass
       thread_local std::vector<uint8_t> chunk_rows;
-      thread_local std::vector<int64_t> ids;
-      const size_t n = static_cast<size_t>(end - begin);
       row.resize(static_cast<size_t>(dim));
-      chunk_rows.resize(n * row_bytes);
-      ids.resize(n);
+      chunk_rows.resize(static_cast<size_t>(end - begin) * row_bytes);
       for (int64_t r = begin; r < end; ++r) {
         QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
         quantize_row(row.data(), scales[static_cast<size_t>(r)], chunk_rows.data() + static_cast<size_t>(r - begin) * row_bytes);
-        ids[static_cast<size_t>(r - begin)] = r - begin;
       }
       release_windows.done(begin, end);
-      RequantGatherParams params;
-      params.weights = chunk_rows.data();
-      params.row_scales = scales.data() + begin;
-      params.dim = static_cast<size_t>(dim);
-      params.act = act;
       uint8_t* dst = table.rows_at(begin, end);
-      gather(params, ids.data(), n, reinterpret_cast<uint16_t*>(dst));
+      fold->fold_rows(chunk_rows.data(), scales.data() + begin, end - begin, reinterpret_cast<uint16_t*>(dst));
       return table.commit(begin, end, dst);
     }, [&](int64_t begin, const Status& why) { table.abort(begin, why); }));
     out.runtime_graph = graph;
-    Op& op = out.runtime_graph.ops[static_cast<size_t>(convert)];
-    Tensor* folded = out.runtime_graph.find_tensor(op.outputs[0]);
-    folded->kind = TensorKind::kStatic;
-    folded->data = std::const_pointer_cast<Buffer>(table.buffer());
-    out.runtime_graph.ops.erase(out.runtime_graph.ops.begin() + convert);
-    out.runtime_graph.remove_unused_tensors();
-    QEMB_RETURN_IF_ERROR(out.runtime_graph.check());
+    QEMB_RETURN_IF_ERROR(replace_with_constant(out.runtime_graph, convert, table.buffer()));
     // The packed weight is dropped now that it is folded: the lowered graph
     // keeps its metadata (shape, per-row encodings) without the data.
     for (Tensor& t : graph.tensors)

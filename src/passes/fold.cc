@@ -1,78 +1,68 @@
 #include <algorithm>
-#include <cstring>
-#include <thread>
 #include <vector>
 
 #include "qemb/passes.h"
 #include "qemb/reference_ops.h"
+#include "core/parallel_rows.h"
+#include "passes/convert_fold.h"
+#include "passes/weight_kernels.h"
 
 namespace qemb {
 
-namespace {
-
-// A <= 8-bit SFIXED_POINT_8 input takes at most 256 distinct stored values
-// per row, so a row's requantized outputs are a table lookup: each row's
-// table is computed by requantize_row itself on a row holding every stored
-// value once, which makes the lookup bit-identical to the generic loop by
-// construction (and ~1 ns a value instead of a full dequantize/quantize).
-bool can_fold_by_lookup(const Tensor& in, const Tensor& out) {
-  return in.dtype == DataType::kSFixedPoint8 && (in.bitwidth() == 4 || in.bitwidth() == 8) &&
-         out.dtype == DataType::kUFixedPoint16 && out.bitwidth() == 16;
+std::optional<ConvertFold> ConvertFold::of(const Tensor& in, const Tensor& out) {
+  if (in.kind != TensorKind::kStatic || !in.encoding.is_per_axis() || in.encoding.axis != 0 || in.interleaved() ||
+      in.shape.size() != 2 || out.shape != in.shape || out.kind == TensorKind::kAppRead ||
+      out.dtype != DataType::kUFixedPoint16 || !out.encoding.is_per_tensor() || out.bitwidth() != 16)
+    return std::nullopt;
+  const int64_t rows = in.shape[0];
+  if (in.encoding.scales.size() != static_cast<size_t>(rows) ||
+      !std::all_of(in.encoding.offsets.begin(), in.encoding.offsets.end(), [](int32_t o) { return o == 0; }))
+    return std::nullopt;
+  const WeightKernels* k = weight_kernels(in.format());
+  if (k == nullptr) return std::nullopt;
+  return ConvertFold(in.shape[1], ActivationEncoding{out.encoding.scale, -out.encoding.offset},
+                     best_kernels().*(k->requant_gather_u16));
 }
 
-void fold_rows_by_lookup(const Tensor& in, const Tensor& out, int64_t row_begin, int64_t row_end,
-                         uint8_t* out_data) {
-  const int bits = in.bitwidth();
-  const int64_t levels = bits == 4 ? 16 : 256, dim = in.shape[1];
-  const size_t in_row = row_storage_bytes(in.dtype, bits, dim);
-  const size_t out_row = row_storage_bytes(out.dtype, 16, dim);
-  // Every stored value once: nibble i at column i, or byte i at column i.
-  uint8_t every_value[256];
-  if (bits == 4) {
-    for (int k = 0; k < 8; ++k) every_value[k] = static_cast<uint8_t>((2 * k) | ((2 * k + 1) << 4));
-  } else {
-    for (int k = 0; k < 256; ++k) every_value[k] = static_cast<uint8_t>(k);
-  }
-  uint8_t lut_bytes[512];
-  uint16_t lut[256];
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    requantize_row(every_value, in, r, lut_bytes, out, r, levels);
-    std::memcpy(lut, lut_bytes, static_cast<size_t>(levels) * 2);  // storage is little-endian
-    const uint8_t* src = in.data->data() + static_cast<size_t>(r) * in_row;
-    uint8_t* dst_bytes = out_data + static_cast<size_t>(r) * out_row;
-    uint16_t row_values[512];
-    for (int64_t j0 = 0; j0 < dim; j0 += 512) {
-      const int64_t n = std::min<int64_t>(512, dim - j0);
-      for (int64_t j = 0; j < n; ++j) {
-        const int64_t col = j0 + j;
-        const uint8_t b = bits == 4 ? src[col >> 1] : src[col];
-        row_values[j] = lut[bits == 4 ? ((col & 1) ? (b >> 4) : (b & 0x0F)) : b];
-      }
-      std::memcpy(dst_bytes + static_cast<size_t>(j0) * 2, row_values, static_cast<size_t>(n) * 2);
+std::optional<ConvertFold> ConvertFold::find(const Graph& graph, size_t* op) {
+  for (size_t i = 0; i < graph.ops.size(); ++i) {
+    const Op& o = graph.ops[i];
+    if (o.type != OpType::kConvert || o.inputs.size() != 1 || o.outputs.size() != 1) continue;
+    const Tensor* in = graph.find_tensor(o.inputs[0]);
+    const Tensor* out = graph.find_tensor(o.outputs[0]);
+    if (in == nullptr || out == nullptr) continue;
+    if (std::optional<ConvertFold> f = of(*in, *out)) {
+      *op = i;
+      return f;
     }
   }
+  return std::nullopt;
 }
 
-// Row chunks on a few threads: large tables only, small ones stay on the caller.
-void fold_by_lookup(const Tensor& in, const Tensor& out, uint8_t* out_data) {
-  const int64_t rows = in.shape[0];
-  const int64_t values = rows * in.shape[1];
-  const int threads = values < (int64_t{1} << 20)
-                          ? 1
-                          : static_cast<int>(std::min<int64_t>(rows, std::max(1u, std::thread::hardware_concurrency())));
-  if (threads <= 1) {
-    fold_rows_by_lookup(in, out, 0, rows, out_data);
-    return;
+void ConvertFold::fold_rows(const uint8_t* weights, const float* row_scales, int64_t n, uint16_t* out) const {
+  // The gather over ids 0..n-1 of these rows is the Convert of each row.
+  thread_local std::vector<int64_t> ids;
+  if (ids.size() < static_cast<size_t>(n)) {
+    const size_t old = ids.size();
+    ids.resize(static_cast<size_t>(n));
+    for (size_t i = old; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
   }
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    const int64_t begin = rows * t / threads, end = rows * (t + 1) / threads;
-    pool.emplace_back([&, begin, end] { fold_rows_by_lookup(in, out, begin, end, out_data); });
-  }
-  for (auto& th : pool) th.join();
+  RequantGatherParams params;
+  params.weights = weights;
+  params.row_scales = row_scales;
+  params.dim = static_cast<size_t>(dim_);
+  params.act = act_;
+  gather_(params, ids.data(), static_cast<size_t>(n), out);
 }
 
-}  // namespace
+Status replace_with_constant(Graph& graph, size_t op, std::shared_ptr<const Buffer> data) {
+  Tensor* out = graph.find_tensor(graph.ops[op].outputs[0]);
+  out->kind = TensorKind::kStatic;
+  out->data = std::move(data);
+  graph.ops.erase(graph.ops.begin() + static_cast<std::ptrdiff_t>(op));
+  graph.remove_unused_tensors();
+  return graph.check();
+}
 
 Status fold_static_converts(Graph& graph) {
   for (size_t i = 0; i < graph.ops.size();) {
@@ -101,17 +91,22 @@ Status fold_static_converts(Graph& graph) {
     const size_t in_row = row_storage_bytes(in->dtype, in->bitwidth(), dim);
     const size_t out_row = row_storage_bytes(out->dtype, out->bitwidth(), dim);
     std::vector<uint8_t> data(out_row * static_cast<size_t>(rows), 0);
-    if (can_fold_by_lookup(*in, *out)) {
-      fold_by_lookup(*in, *out, data.data());
+    const uint8_t* weights = in->data->data();
+    if (const std::optional<ConvertFold> fold = ConvertFold::of(*in, *out)) {
+      // Large tables on every core, small ones on the caller.
+      const int threads = rows * dim < (int64_t{1} << 20) ? 1 : default_threads(0);
+      QEMB_RETURN_IF_ERROR(parallel_rows(rows, row_chunk(dim), threads, "fold", nullptr,
+                                         [&](int, int64_t begin, int64_t end) {
+        fold->fold_rows(weights + static_cast<size_t>(begin) * in_row, in->encoding.scales.data() + begin,
+                        end - begin, reinterpret_cast<uint16_t*>(data.data() + static_cast<size_t>(begin) * out_row));
+        return Status::Ok();
+      }));
     } else {
-      for (int64_t r = 0; r < rows; ++r) {
-        requantize_row(in->data->data() + static_cast<size_t>(r) * in_row, *in, r,
-                       data.data() + static_cast<size_t>(r) * out_row, *out, r, dim);
-      }
+      for (int64_t r = 0; r < rows; ++r)
+        requantize_row(weights + static_cast<size_t>(r) * in_row, *in, r, data.data() + static_cast<size_t>(r) * out_row,
+                       *out, r, dim);
     }
-    out->kind = TensorKind::kStatic;
-    out->data = std::make_shared<OwnedBuffer>(std::move(data));
-    graph.ops.erase(graph.ops.begin() + static_cast<std::ptrdiff_t>(i));
+    QEMB_RETURN_IF_ERROR(replace_with_constant(graph, i, std::make_shared<OwnedBuffer>(std::move(data))));
   }
   graph.remove_unused_tensors();
   return graph.check();

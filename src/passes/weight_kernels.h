@@ -1,0 +1,27 @@
+// Which kernels quantize into and requantize out of each weight format: one
+// table keyed on the storage format, so code that picks a kernel asks it
+// instead of testing bit widths.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "qemb/ir.h"
+#include "qemb/kernels.h"
+#include "qemb/quantize_kernels.h"
+
+namespace qemb {
+
+struct WeightKernels {
+  const StorageFormat* format;
+  // Quantizes `dim` floats with `scale` into one row of the format's storage layout.
+  void (*quantize_row)(const QuantizeKernelSet& set, const float* row, size_t dim, float scale, uint8_t* out);
+  // The optimized pattern's requantizing gather into uint16.
+  RequantGatherU16Fn KernelSet::*requant_gather_u16;
+};
+
+// The entry for `format`, or nullptr when no kernel stores it (formats that
+// are not per-row weights).
+const WeightKernels* weight_kernels(const StorageFormat* format);
+
+}  // namespace qemb
