@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "qemb/kernels.h"
+#include "kernels/kernels.h"
 
 namespace {
 

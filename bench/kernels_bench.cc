@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "qemb/kernels.h"
+#include "kernels/kernels.h"
 
 namespace {
 

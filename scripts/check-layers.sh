@@ -2,6 +2,9 @@
 # Checks the layering the README states: no source or public header includes
 # a header of a layer above its own. Each layer may include itself and the
 # layers it builds on (the DEPS of qemb_layer in CMakeLists.txt, transitively).
+# Also checks the public face: a header under include/qemb/ includes only
+# other public headers (qemb/...), never an internal one under src/, so that
+# the installed headers stand on their own.
 # Usage: scripts/check-layers.sh [repo root]; prints each offending include.
 set -euo pipefail
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -24,13 +27,11 @@ declare -A allowed=(
 
 # The layer whose src/ folder implements each public header.
 declare -A header_layer=(
-  [status.h]=core [ir.h]=core [reference_ops.h]=core [file.h]=core [strings.h]=core
+  [status.h]=core [ir.h]=core [file.h]=core [strings.h]=core
   [json_text.h]=core [numeric.h]=core [half.h]=core [version.h]=core
   [quantize.h]=quant
-  [lowering.h]=lowering [sdk_version.h]=lowering
-  [passes.h]=passes
+  [pattern.h]=lowering [sdk_version.h]=lowering
   [artifact.h]=artifact
-  [kernels.h]=kernels [quantize_kernels.h]=kernels [half_kernels.h]=kernels
   [runtime.h]=runtime [embedding_bag.h]=runtime [bench.h]=runtime [inspect.h]=runtime [qemb.h]=runtime
   [checkpoint.h]=io [safetensors.h]=io [gguf.h]=io [npy.h]=io [tokens.h]=io
   [compiler.h]=compiler
@@ -86,6 +87,12 @@ for h in include/qemb/*.h; do
     continue
   fi
   check_file "$h" "$layer"
+  while IFS= read -r inc; do
+    if [[ $inc != qemb/* ]]; then
+      echo "$h: a public header includes \"$inc\", which is not a public header (qemb/...)"
+      status=1
+    fi
+  done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$h")
 done
-[[ $status == 0 ]] && echo "layers: every include goes to the same or a lower layer"
+[[ $status == 0 ]] && echo "layers: every include goes to the same or a lower layer; public headers include only public ones"
 exit $status

@@ -12,7 +12,7 @@
 
 #include "qemb/artifact.h"
 #include "qemb/ir.h"
-#include "qemb/lowering.h"
+#include "qemb/pattern.h"
 #include "qemb/quantize.h"
 #include "qemb/sdk_version.h"
 

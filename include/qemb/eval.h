@@ -37,7 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "qemb/compiler.h"
-#include "qemb/lowering.h"
+#include "qemb/pattern.h"
 #include "qemb/param_store.h"
 #include "qemb/quantize.h"
 #include "qemb/sdk_version.h"

@@ -17,7 +17,7 @@
 
 #include "qemb/artifact.h"
 #include "qemb/compiler.h"
-#include "qemb/lowering.h"
+#include "qemb/pattern.h"
 #include "qemb/quantize.h"
 #include "qemb/status.h"
 

@@ -10,13 +10,14 @@
 
 #include "qemb/artifact.h"
 #include "qemb/compiler.h"
-#include "qemb/passes.h"
+#include "passes/passes.h"
 #include "qemb/version.h"
 #include "compiler/compile_mode.h"
 #include "compiler/row_source.h"
 #include "compiler/table_output.h"
 #include "compiler/table_values.h"
 #include "core/parallel_rows.h"
+#include "lowering/lowering.h"
 #include "passes/convert_fold.h"
 #include "passes/weight_kernels.h"
 

@@ -1,4 +1,4 @@
-#include "qemb/reference_ops.h"
+#include "core/reference_ops.h"
 
 #include <cstring>
 

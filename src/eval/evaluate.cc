@@ -14,7 +14,7 @@
 #include "qemb/checkpoint.h"
 #include "eval/checkpoint_folder.h"
 #include "qemb/file.h"
-#include "qemb/quantize_kernels.h"
+#include "kernels/quantize_kernels.h"
 #include "qemb/safetensors.h"
 
 namespace qemb {

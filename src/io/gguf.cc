@@ -8,7 +8,7 @@
 #include "qemb/file.h"
 #include "qemb/half.h"
 #include "qemb/ir.h"
-#include "qemb/half_kernels.h"
+#include "kernels/half_kernels.h"
 
 namespace qemb {
 namespace {

@@ -13,7 +13,7 @@
 #include "qemb/json_text.h"
 #include "qemb/strings.h"
 #include "qemb/half.h"
-#include "qemb/half_kernels.h"
+#include "kernels/half_kernels.h"
 
 namespace qemb {
 namespace {

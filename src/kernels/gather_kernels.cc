@@ -18,7 +18,7 @@
 #include "hwy/highway.h"
 #include "kernels/requant-inl.h"
 #include "qemb/half.h"
-#include "qemb/kernels.h"
+#include "kernels/kernels.h"
 #include "qemb/numeric.h"
 
 HWY_BEFORE_NAMESPACE();

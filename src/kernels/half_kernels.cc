@@ -1,4 +1,4 @@
-// Half-precision decoders (qemb/half_kernels.h) for every Highway target this
+// Half-precision decoders (kernels/half_kernels.h) for every Highway target this
 // build compiles. Highway recompiles this file once per target
 // (foreach_target.h); the HWY_ONCE pass exports them and builds the sets.
 #include <cstring>
@@ -9,7 +9,7 @@
 
 #include "hwy/highway.h"
 #include "qemb/half.h"
-#include "qemb/half_kernels.h"
+#include "kernels/half_kernels.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qemb {

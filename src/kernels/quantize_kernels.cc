@@ -1,4 +1,4 @@
-// Quantization kernels (qemb/quantize_kernels.h) for every Highway target this
+// Quantization kernels (kernels/quantize_kernels.h) for every Highway target this
 // build compiles. Highway recompiles this file once per target
 // (foreach_target.h); the HWY_ONCE pass exports them and builds the sets.
 #include <cfloat>
@@ -13,7 +13,7 @@
 #include "kernels/requant-inl.h"
 #include "qemb/ir.h"
 #include "qemb/numeric.h"
-#include "qemb/quantize_kernels.h"
+#include "kernels/quantize_kernels.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qemb {

@@ -4,7 +4,7 @@
 
 #include "qemb/half.h"
 #include "qemb/ir.h"
-#include "qemb/kernels.h"
+#include "kernels/kernels.h"
 #include "qemb/numeric.h"
 
 namespace qemb {

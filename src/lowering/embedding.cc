@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "qemb/lowering.h"
+#include "lowering/lowering.h"
 
 #include "lowering/validator.h"
 

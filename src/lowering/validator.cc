@@ -1,7 +1,7 @@
 #include <string>
 
 #include "lowering/validator.h"
-#include "qemb/lowering.h"
+#include "lowering/lowering.h"
 
 namespace qemb {
 namespace {

@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "qemb/ir.h"
-#include "qemb/kernels.h"
+#include "kernels/kernels.h"
 
 namespace qemb {
 

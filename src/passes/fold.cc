@@ -1,8 +1,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "qemb/passes.h"
-#include "qemb/reference_ops.h"
+#include "passes/passes.h"
+#include "core/reference_ops.h"
 #include "core/parallel_rows.h"
 #include "passes/convert_fold.h"
 #include "passes/weight_kernels.h"

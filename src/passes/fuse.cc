@@ -1,4 +1,4 @@
-#include "qemb/passes.h"
+#include "passes/passes.h"
 
 namespace qemb {
 namespace {

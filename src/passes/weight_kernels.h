@@ -7,8 +7,8 @@
 #include <cstdint>
 
 #include "qemb/ir.h"
-#include "qemb/kernels.h"
-#include "qemb/quantize_kernels.h"
+#include "kernels/kernels.h"
+#include "kernels/quantize_kernels.h"
 
 namespace qemb {
 

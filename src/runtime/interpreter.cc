@@ -4,7 +4,7 @@
 #include <map>
 #include <vector>
 
-#include "qemb/reference_ops.h"
+#include "core/reference_ops.h"
 
 namespace qemb {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "qemb/half.h"
-#include "qemb/kernels.h"
+#include "kernels/kernels.h"
 #include "runtime/interpreter.h"
 #include "runtime/runtime_impl.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "qemb/kernels.h"
+#include "kernels/kernels.h"
 #include "qemb/runtime.h"
 #include "runtime/interpreter.h"
 #include "runtime/worker_pool.h"

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "qemb/kernels.h"
+#include "kernels/kernels.h"
 #include "qemb/safetensors.h"
 #include "support/test_util.h"
 

@@ -12,8 +12,8 @@
 #include "qemb/compiler.h"
 #include "qemb/half.h"
 #include "qemb/safetensors.h"
-#include "qemb/lowering.h"
-#include "qemb/passes.h"
+#include "lowering/lowering.h"
+#include "passes/passes.h"
 #include "support/test_util.h"
 
 namespace qemb {

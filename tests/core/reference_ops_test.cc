@@ -1,7 +1,7 @@
 // Reference op semantics (docs/numeric-contract.md, "Op semantics"): dequantize with the input's encoding,
 // compute in float32, quantize into the output's encoding. Backend convention:
 // real = scale * (q + offset), offset = -zero_point. Expected values by hand.
-#include "qemb/reference_ops.h"
+#include "core/reference_ops.h"
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
 
 #include "qemb/quantize.h"
 #include "qemb/eval.h"
-#include "qemb/quantize_kernels.h"
+#include "kernels/quantize_kernels.h"
 #include "support/test_util.h"
 
 namespace qemb {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/bag_tester.h"
-#include "qemb/kernels.h"
+#include "kernels/kernels.h"
 
 namespace qemb {
 namespace {

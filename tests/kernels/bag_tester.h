@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "kernels/gather_tester.h"
-#include "qemb/kernels.h"
+#include "kernels/kernels.h"
 
 namespace qemb::testing {
 

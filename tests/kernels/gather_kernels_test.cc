@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "qemb/kernels.h"
+#include "kernels/kernels.h"
 #include "kernels/gather_tester.h"
 
 namespace qemb {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "qemb/ir.h"
-#include "qemb/kernels.h"
+#include "kernels/kernels.h"
 #include "qemb/quantize.h"
 
 namespace qemb::testing {

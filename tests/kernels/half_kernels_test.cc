@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "qemb/half.h"
-#include "qemb/half_kernels.h"
+#include "kernels/half_kernels.h"
 
 namespace qemb {
 namespace {

@@ -9,7 +9,7 @@
 #if HWY_ARCH_ARM_A64 && defined(__linux__)
 #include <sys/auxv.h>
 #endif
-#include "qemb/kernels.h"
+#include "kernels/kernels.h"
 
 namespace qemb {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "qemb/ir.h"
 #include "qemb/quantize.h"
-#include "qemb/quantize_kernels.h"
+#include "kernels/quantize_kernels.h"
 
 namespace qemb {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "kernels/gather_tester.h"
 #include "qemb/ir.h"
-#include "qemb/kernels.h"
+#include "kernels/kernels.h"
 #include "qemb/quantize.h"
 
 namespace qemb {

@@ -2,7 +2,7 @@
 // (docs/numeric-contract.md, "The two lowerings" and "SDK version gating"):
 // op and tensor names, kinds, dtypes, shapes, encodings (backend convention
 // offset = -zero_point) and the stored weight bytes.
-#include "qemb/lowering.h"
+#include "lowering/lowering.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "qemb/reference_ops.h"
+#include "core/reference_ops.h"
 
 namespace qemb {
 namespace {

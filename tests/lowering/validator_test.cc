@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "qemb/lowering.h"
+#include "lowering/lowering.h"
 
 namespace qemb {
 namespace {

@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "qemb/passes.h"
-#include "qemb/reference_ops.h"
+#include "passes/passes.h"
+#include "core/reference_ops.h"
 
 namespace qemb {
 namespace {

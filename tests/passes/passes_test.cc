@@ -2,7 +2,7 @@
 // executing the graphs with the reference op semantics; plus the equivalent of
 // the backend's own per-channel embedding test (float lookup vs dequantized
 // output of both lowerings) and the accuracy gap between them.
-#include "qemb/passes.h"
+#include "passes/passes.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "qemb/lowering.h"
+#include "lowering/lowering.h"
 #include "qemb/quantize.h"
-#include "qemb/reference_ops.h"
+#include "core/reference_ops.h"
 
 namespace qemb {
 namespace {

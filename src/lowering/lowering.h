@@ -1,4 +1,5 @@
-// Lowering of embedding(weight, indices) into backend ops, gated by the target
+// Lowering of embedding(weight, indices) into backend ops (internal; the
+// pattern users choose is in qemb/pattern.h), gated by the target
 // SDK version (docs/numeric-contract.md: "The two lowerings", "SDK version
 // gating").
 #pragma once
@@ -7,31 +8,17 @@
 #include <string>
 
 #include "qemb/ir.h"
+#include "qemb/pattern.h"
 #include "qemb/quantize.h"
 #include "qemb/sdk_version.h"
 
 namespace qemb {
-
-enum class Pattern { kAuto, kOptimized, kLegacy };
-const char* to_string(Pattern p);  // "auto", "optimized", "legacy"
-Result<Pattern> parse_pattern(const std::string& s);
 
 // Validates that `graph` only uses op/encoding combinations the target SDK
 // supports. An unknown target (nullopt) accepts everything a known target
 // would (the caller chose the pattern knowingly). Errors name the op, the
 // combination, the version it needs and the target's version.
 Status validate_for_target(const Graph& graph, const std::optional<SdkVersion>& target);
-
-// The one pattern decision: auto picks optimized for a target SDK >= 2.48 and
-// legacy for an older or unknown one; a forced pattern is kept. A forced
-// optimized pattern on a known older target is refused with the validator's
-// message, naming the Convert op of the node `name`.
-struct PatternChoice {
-  Pattern pattern = Pattern::kLegacy;  // optimized | legacy (never auto)
-  std::string reason;                  // why this pattern, for the user
-};
-Result<PatternChoice> choose_pattern(Pattern requested, const TargetVersion& target,
-                                     const std::string& name = "embedding");
 
 struct EmbeddingLoweringOptions {
   std::string name = "embedding";  // node name N

@@ -1,0 +1,28 @@
+// The op pattern a compile targets, and the one place it is decided from the
+// target SDK version (docs/numeric-contract.md: "The two lowerings", "SDK
+// version gating").
+#pragma once
+
+#include <string>
+
+#include "qemb/sdk_version.h"
+#include "qemb/status.h"
+
+namespace qemb {
+
+enum class Pattern { kAuto, kOptimized, kLegacy };
+const char* to_string(Pattern p);  // "auto", "optimized", "legacy"
+Result<Pattern> parse_pattern(const std::string& s);
+
+// The one pattern decision: auto picks optimized for a target SDK >= 2.48 and
+// legacy for an older or unknown one; a forced pattern is kept. A forced
+// optimized pattern on a known older target is refused with the validator's
+// message, naming the Convert op of the node `name`.
+struct PatternChoice {
+  Pattern pattern = Pattern::kLegacy;  // optimized | legacy (never auto)
+  std::string reason;                  // why this pattern, for the user
+};
+Result<PatternChoice> choose_pattern(Pattern requested, const TargetVersion& target,
+                                     const std::string& name = "embedding");
+
+}  // namespace qemb
