@@ -44,6 +44,13 @@ void deployed_row(const PcqTable& t, int64_t r, Pattern pattern, const Activatio
   }
 }
 
+// y of level q in a row (pattern, row scale, activation encoding).
+float deployed_value(const PatternParams& p, int q) {
+  const uint16_t out = p.legacy ? legacy_output(p.row_scale, q, p.max_scale, p.qmax, p.act)
+                                : optimized_output(p.row_scale, q, p.act);
+  return dequantize_activation(out, p.act);
+}
+
 Status check_eval_ids(const std::vector<int64_t>& ids, int64_t rows, const char* what) {
   if (ids.empty()) return make_error(ErrorCode::kInvalidArgument, std::string("the ") + what + " list is empty");
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -202,11 +209,21 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
       if (options.tokens && !evaluated[static_cast<size_t>(r)]) continue;
       sc.eval_amax_min = std::min(sc.eval_amax_min, st.amax);
       sc.max_abs_x = std::max(sc.max_abs_x, static_cast<double>(st.amax));
-      for (int64_t j = 0; j < dim; ++j) {  // as a plain loop orders -0 and +0
-        const double x = row[static_cast<size_t>(j)];
-        sc.value_min = std::min(sc.value_min, x);
-        sc.value_max = std::max(sc.value_max, x);
+      // As a plain loop over the values orders -0 and +0 (the first of equal
+      // values stays): the row's extreme values, with a zero's sign from
+      // that loop when an extreme is zero.
+      double row_min = st.min, row_max = st.max;
+      if (st.min == 0.0f || st.max == 0.0f) {
+        row_min = kInf;
+        row_max = -kInf;
+        for (int64_t j = 0; j < dim; ++j) {
+          const double x = row[static_cast<size_t>(j)];
+          row_min = std::min(row_min, x);
+          row_max = std::max(row_max, x);
+        }
       }
+      sc.value_min = std::min(sc.value_min, row_min);
+      sc.value_max = std::max(sc.value_max, row_max);
     }
     if (!options.tokens) release_all.done(begin, end);
     return Status::Ok();
@@ -313,7 +330,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
   };
   std::vector<Worker> workers(static_cast<size_t>(threads));
   for (Worker& w : workers) {
-    w.values.assign(value_hist.counts.size() + 2, 0);
+    w.values.assign(value_counts_size(value_bins), 0);
     w.partial.resize(n_results);
     for (size_t k = 0; k < n_results; ++k) {
       w.partial[k].errors.assign(error_counts_size(error_bins), 0);
@@ -324,12 +341,10 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
   const ReleaseWindows release_eval(src, chunk);
   QEMB_RETURN_IF_ERROR(parallel_rows(n_rows, chunk, threads, "eval", options.progress,
                                      [&](int worker, int64_t begin, int64_t end) -> Status {
-    thread_local std::vector<float> x, y_tab, w_tab;
+    thread_local std::vector<float> x;
     thread_local std::vector<int8_t> q;
     x.resize(static_cast<size_t>(dim));
     q.resize(static_cast<size_t>(dim));
-    y_tab.resize(kPatternTableSize);
-    w_tab.resize(kPatternTableSize);
     Worker& wk = workers[static_cast<size_t>(worker)];
     const int64_t c = begin / chunk;
     Sums* chunk_sums = &sums[static_cast<size_t>(c) * n_results];
@@ -345,17 +360,29 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
       for (size_t si = 0; si < n_schemes; ++si) {
         const SchemeInfo& sch = info[si];
         const float s = row_scale_from_amax(rv.amax, sch.qmax);
+        const double log_s = std::log10(static_cast<double>(s));
         mk.quantize_row(x.data(), static_cast<size_t>(dim), s, sch.qmax, q.data());
+        // The level is nondecreasing in x and y in the level, so the row's
+        // extreme values give its extreme outputs.
+        const int q_lo = quantize_weight(rv.x_min, s, sch.qmax), q_hi = quantize_weight(rv.x_max, s, sch.qmax);
         for (int p = 0; p < 2; ++p) {
           const size_t k = 2 * si + static_cast<size_t>(p);
           Partial& a = wk.partial[k];
           Sums& sm = chunk_sums[k];
-          mk.pattern_tables(patterns[p] == Pattern::kLegacy, s, sch.max_scale, sch.qmax, report.act, y_tab.data(),
-                            w_tab.data());
+          PatternParams params;
+          params.legacy = patterns[p] == Pattern::kLegacy;
+          params.row_scale = s;
+          params.max_scale = sch.max_scale;
+          params.qmax = sch.qmax;
+          params.act = report.act;
           PatternRow pr;
-          mk.pattern_row(x.data(), q.data(), static_cast<size_t>(dim), sch.qmax, y_tab.data(), w_tab.data(),
-                         error_bins, &pr, a.errors.data());
-          const double ne2 = pr.e2, dot = pr.dot, ny2 = pr.y2, row_max = pr.max_e;
+          mk.pattern_row(x.data(), q.data(), static_cast<size_t>(dim), params, error_bins, &pr, a.errors.data());
+          // sum y^2 and sum x y from the error sums (PatternRow); an all-zero
+          // y has sum y^2 = 0 exactly.
+          const double ne2 = pr.e2, row_max = pr.max_e;
+          const float y_lo = deployed_value(params, q_lo), y_hi = deployed_value(params, q_hi);
+          const double ny2 = y_lo == 0.0f && y_hi == 0.0f ? 0.0 : std::max(0.0, nx2 + pr.ey);
+          const double dot = nx2 + 0.5 * (pr.ey - ne2);
           sm.e2 += ne2;
           sm.abs_e += pr.abs_e;
           sm.we2 += pr.we2;
@@ -363,9 +390,9 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
           sm.ae2 += pr.ae2;
           sm.abs_ae += pr.abs_ae;
           a.max_e = std::max(a.max_e, row_max);
-          a.max_we = std::max(a.max_we, pr.max_we);
-          a.max_ae = std::max(a.max_ae, pr.max_ae);
-          if (pr.y_min == pr.y_max && !rv.constant) ++a.collapsed;
+          a.max_we = std::max(a.max_we, static_cast<double>(pr.max_we));
+          a.max_ae = std::max(a.max_ae, static_cast<double>(pr.max_ae));
+          if (y_lo == y_hi && !rv.constant) ++a.collapsed;
           RowError re;
           re.row = r;
           re.row_scale = s;
@@ -383,7 +410,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
           } else {
             a.cosines.add(std::log10(1.0 - re.cos));
           }
-          a.scales.add(std::log10(static_cast<double>(s)));
+          a.scales.add(log_s);
           // A full heap keeps re only if it is worse than the least bad kept
           // row (distinct rows never tie: worse() breaks ties by id).
           if (keep_worst > 0 && (a.worst.size() < keep_worst || worse(re, a.worst.front()))) {
@@ -417,9 +444,12 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
   const size_t n_value_bins = value_hist.counts.size();
   for (const Worker& w : workers) {
     clipped += w.clipped;
-    report.value_histogram.below += w.values[0];
-    for (size_t b = 0; b < n_value_bins; ++b) report.value_histogram.counts[b] += w.values[b + 1];
-    report.value_histogram.above += w.values[n_value_bins + 1];
+    for (size_t copy = 0; copy < kValueCopies; ++copy) {
+      const uint64_t* v = w.values.data() + copy * (n_value_bins + 2);
+      report.value_histogram.below += v[0];
+      for (size_t b = 0; b < n_value_bins; ++b) report.value_histogram.counts[b] += v[b + 1];
+      report.value_histogram.above += v[n_value_bins + 1];
+    }
   }
   for (size_t si = 0; si < n_schemes; ++si) {
     const Scheme scheme = options.schemes[si];

@@ -34,213 +34,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 #define QEMB_TABLE_IN_REGISTER 0
 #endif
 
-// At most kRowPartials double lanes, so a vector's lanes are partials.
-using DD = hn::CappedTag<double, kRowPartials>;
-using DF = hn::Rebind<float, DD>;
-using DI = hn::RebindToSigned<DF>;
-using D8 = hn::Rebind<int8_t, DF>;
-
-// Partial sums: group g, lane l holds the columns j with j % kRowPartials ==
-// g * N + l, added in column order.
-struct Partials {
-  double p[kRowPartials] = {};
-  void store(DD d, const hn::Vec<DD>* acc, size_t groups) {
-    const size_t n = hn::Lanes(d);
-    for (size_t g = 0; g < groups; ++g) hn::StoreU(acc[g], d, p + g * n);
-  }
-};
-
-void row_values(const float* x, size_t dim, const ValueBins& bins, RowValues* out, uint64_t* counts) {
-  const DD d;
-  const DF df;
-  const DI di;
-  constexpr size_t N = hn::MaxLanes(DD()), groups = kRowPartials / N;
-  hn::Vec<DD> acc[groups];
-  for (size_t g = 0; g < groups; ++g) acc[g] = hn::Zero(d);
-  const auto lo = hn::Set(d, bins.lo), hi = hn::Set(d, bins.hi), range = hn::Set(d, bins.hi - bins.lo);
-  const auto nbins = hn::Set(d, static_cast<double>(bins.n));
-  const auto per_unit = hn::Set(d, static_cast<double>(bins.n) / (bins.hi - bins.lo));
-  const auto margin = hn::Set(d, 1e-9), one_minus_margin = hn::Set(d, 1.0 - 1e-9);
-  const auto clip_lo = hn::Set(d, bins.clip_lo), clip_hi = hn::Set(d, bins.clip_hi);
-  const auto first = hn::Set(df, dim ? x[0] : 0.0f);
-  auto amax = hn::Zero(df);
-  auto differs = hn::Zero(df);
-  int64_t clipped = 0;
-  int32_t cat[kRowPartials];
-  size_t j = 0;
-  // Blocks of kRowPartials columns, the group unrolled: the accumulators
-  // stay in registers.
-  for (; j + kRowPartials <= dim; j += kRowPartials) {
-   for (size_t g = 0; g < groups; ++g) {
-    const auto xf = hn::LoadU(df, x + j + g * N);
-    amax = hn::Max(amax, hn::Abs(xf));
-    differs = hn::Or(differs, hn::VecFromMask(df, hn::Ne(xf, first)));
-    const auto xv = hn::PromoteTo(d, xf);
-    acc[g] = hn::Add(acc[g], hn::Mul(xv, xv));
-    clipped += static_cast<int64_t>(hn::CountTrue(d, hn::Or(hn::Lt(xv, clip_lo), hn::Gt(xv, clip_hi))));
-    // Histogram::add: (size_t)((v - lo) / (hi - lo) * n), at most n - 1.
-    // A product by n / (hi - lo) is within a few ulps of it, so its floor is
-    // the same unless it lies within a hair of an integer: only then (about
-    // never) the division.
-    auto t = hn::Mul(hn::Sub(xv, lo), per_unit);
-    const auto frac = hn::Sub(t, hn::Floor(t));
-    if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Or(hn::Lt(frac, margin), hn::Gt(frac, one_minus_margin)))))
-      t = hn::Mul(hn::Div(hn::Sub(xv, lo), range), nbins);
-    const auto tc = hn::Min(hn::Max(t, hn::Zero(d)), hn::Sub(nbins, hn::Set(d, 1.0)));
-    auto c = hn::Add(hn::Floor(tc), hn::Set(d, 1.0));  // tc >= 0: floor is the truncation
-    c = hn::IfThenElse(hn::Lt(xv, lo), hn::Zero(d), c);
-    c = hn::IfThenElse(hn::Ge(xv, hi), hn::Set(d, static_cast<double>(bins.n + 1)), c);
-    hn::StoreU(hn::DemoteTo(di, c), di, cat);
-    for (size_t l = 0; l < N; ++l) ++counts[cat[l]];
-   }
-  }
-  Partials x2;
-  x2.store(d, acc, groups);
-  float amax_s = dim >= kRowPartials ? hn::GetLane(hn::MaxOfLanes(df, amax)) : 0.0f;
-  bool constant = dim < kRowPartials || hn::AllTrue(df, hn::Eq(differs, hn::Zero(df)));
-  for (; j < dim; ++j) {
-    const double v = x[j];
-    x2.p[j % kRowPartials] += v * v;
-    amax_s = std::max(amax_s, std::fabs(x[j]));
-    constant = constant && x[j] == x[0];
-    if (v < bins.clip_lo || v > bins.clip_hi) ++clipped;
-    if (v < bins.lo) {
-      ++counts[0];
-    } else if (v >= bins.hi) {
-      ++counts[bins.n + 1];
-    } else {
-      const auto bin = static_cast<size_t>((v - bins.lo) / (bins.hi - bins.lo) * static_cast<double>(bins.n));
-      ++counts[std::min(bin, static_cast<size_t>(bins.n) - 1) + 1];
-    }
-  }
-  out->x2 = add_partials(x2.p);
-  out->clipped = clipped;
-  out->amax = amax_s;
-  out->constant = constant;
-}
-
-void pattern_row(const float* x, const int8_t* q, size_t dim, int qmax, const float* y_tab, const float* w_tab,
-                 const ErrorBins& bins, PatternRow* out, uint64_t* counts) {
-  const DD d;
-  const DF df;
-  const DI di;
-  const D8 d8;
-  const hn::RebindToSigned<DD> di64;
-  const hn::RebindToUnsigned<DD> du64;
-  constexpr size_t N = hn::MaxLanes(DD()), groups = kRowPartials / N;
-  constexpr int kSums = 8;  // e2, abs_e, we2, abs_we, ae2, abs_ae, dot, y2
-  hn::Vec<DD> acc[kSums][groups];
-  for (int s = 0; s < kSums; ++s)
-    for (size_t g = 0; g < groups; ++g) acc[s][g] = hn::Zero(d);
-  auto max_e = hn::Zero(d), max_we = hn::Zero(d), max_ae = hn::Zero(d);
-  auto y_min = hn::Set(df, INFINITY), y_max = hn::Set(df, -INFINITY);
-  const auto offset = hn::Set(di, qmax);
-
-#if QEMB_TABLE_IN_REGISTER
-  // 4-bit tables (15 entries) fit one 512-bit vector: a permutation per
-  // vector instead of two gathers.
-  const hn::Full512<float> d16;
-  const hn::Full512<int32_t> di16;
-  const bool in_register = 2 * qmax + 1 <= 16;
-  const auto y16 = hn::LoadU(d16, y_tab), w16 = hn::LoadU(d16, w_tab);  // tables hold kPatternTableSize floats
-#endif
-  // The slot of |e| (ErrorBins): its bits shifted, clamped to the kept
-  // slots; 0 for an exact zero.
-  const auto slot_base = hn::Set(di64, bins.slot_base);
-  const auto slot_last = hn::Set(di64, bins.slot_span - 1);
-  const auto zero64 = hn::Zero(di64), one64 = hn::Set(di64, 1);
-  const size_t stride = static_cast<size_t>(bins.slot_span) + 1;
-  HWY_ALIGN int64_t index[N];
-
-  size_t j = 0;
-  for (; j + kRowPartials <= dim; j += kRowPartials) {
-   for (size_t g = 0; g < groups; ++g) {
-    const size_t col = j + g * N;
-    const auto xf = hn::LoadU(df, x + col);
-    const auto qi = hn::Add(hn::PromoteTo(di, hn::LoadU(d8, q + col)), offset);
-#if QEMB_TABLE_IN_REGISTER
-    hn::Vec<DF> yf, wf;
-    if (in_register) {
-      const auto ind = hn::IndicesFromVec(d16, hn::ZeroExtendVector(di16, qi));
-      yf = hn::LowerHalf(df, hn::TableLookupLanes(y16, ind));
-      wf = hn::LowerHalf(df, hn::TableLookupLanes(w16, ind));
-    } else {
-      yf = hn::GatherIndex(df, y_tab, qi);
-      wf = hn::GatherIndex(df, w_tab, qi);
-    }
-#else
-    const auto yf = hn::GatherIndex(df, y_tab, qi);
-    const auto wf = hn::GatherIndex(df, w_tab, qi);
-#endif
-    y_min = hn::Min(y_min, yf);
-    y_max = hn::Max(y_max, yf);
-    const auto xv = hn::PromoteTo(d, xf), yv = hn::PromoteTo(d, yf), wv = hn::PromoteTo(d, wf);
-    const auto e = hn::Sub(yv, xv), we = hn::Sub(wv, xv), ae = hn::Sub(yv, wv);
-    const auto a = hn::Abs(e), awe = hn::Abs(we), aae = hn::Abs(ae);
-    acc[0][g] = hn::Add(acc[0][g], hn::Mul(e, e));
-    acc[1][g] = hn::Add(acc[1][g], a);
-    acc[2][g] = hn::Add(acc[2][g], hn::Mul(we, we));
-    acc[3][g] = hn::Add(acc[3][g], awe);
-    acc[4][g] = hn::Add(acc[4][g], hn::Mul(ae, ae));
-    acc[5][g] = hn::Add(acc[5][g], aae);
-    acc[6][g] = hn::Add(acc[6][g], hn::Mul(xv, yv));
-    acc[7][g] = hn::Add(acc[7][g], hn::Mul(yv, yv));
-    max_e = hn::Max(max_e, a);
-    max_we = hn::Max(max_we, awe);
-    max_ae = hn::Max(max_ae, aae);
-
-    const auto slot = hn::Sub(hn::BitCast(di64, hn::ShiftRight<52 - kErrorMantissaBits>(hn::BitCast(du64, a))),
-                              slot_base);
-    const auto at = hn::Add(hn::Min(hn::Max(slot, zero64), slot_last), one64);
-    hn::Store(hn::IfThenElse(hn::RebindMask(di64, hn::Eq(a, hn::Zero(d))), zero64, at), di64, index);
-    // Copies of the counts: runs of equal slots do not wait on one counter's
-    // store.
-    for (size_t l = 0; l < N; ++l) ++counts[(l % kErrorCopies) * stride + static_cast<size_t>(index[l])];
-   }
-  }
-  Partials sums[kSums];
-  for (int s = 0; s < kSums; ++s) sums[s].store(d, acc[s], groups);
-  const bool vectors = dim >= kRowPartials;
-  double me = vectors ? hn::GetLane(hn::MaxOfLanes(d, max_e)) : 0.0;
-  double mwe = vectors ? hn::GetLane(hn::MaxOfLanes(d, max_we)) : 0.0;
-  double mae = vectors ? hn::GetLane(hn::MaxOfLanes(d, max_ae)) : 0.0;
-  float ymin = vectors ? hn::GetLane(hn::MinOfLanes(df, y_min)) : INFINITY;
-  float ymax = vectors ? hn::GetLane(hn::MaxOfLanes(df, y_max)) : -INFINITY;
-  for (; j < dim; ++j) {
-    const int k = q[j] + qmax;
-    const double xv = x[j], yv = y_tab[k], wv = w_tab[k];
-    const double e = yv - xv, we = wv - xv, ae = yv - wv;
-    const size_t p = j % kRowPartials;
-    sums[0].p[p] += e * e;
-    sums[1].p[p] += std::abs(e);
-    sums[2].p[p] += we * we;
-    sums[3].p[p] += std::abs(we);
-    sums[4].p[p] += ae * ae;
-    sums[5].p[p] += std::abs(ae);
-    sums[6].p[p] += xv * yv;
-    sums[7].p[p] += yv * yv;
-    me = std::max(me, std::abs(e));
-    mwe = std::max(mwe, std::abs(we));
-    mae = std::max(mae, std::abs(ae));
-    ymin = std::min(ymin, y_tab[k]);
-    ymax = std::max(ymax, y_tab[k]);
-    ++counts[error_count_index(std::abs(e), bins)];
-  }
-  out->e2 = add_partials(sums[0].p);
-  out->abs_e = add_partials(sums[1].p);
-  out->we2 = add_partials(sums[2].p);
-  out->abs_we = add_partials(sums[3].p);
-  out->ae2 = add_partials(sums[4].p);
-  out->abs_ae = add_partials(sums[5].p);
-  out->dot = add_partials(sums[6].p);
-  out->y2 = add_partials(sums[7].p);
-  out->max_e = me;
-  out->max_we = mwe;
-  out->max_ae = mae;
-  out->y_min = ymin;
-  out->y_max = ymax;
-}
-
 // The numeric.h formulas in float vectors (requant-inl.h), over
 // q = -qmax .. qmax; the lanes past 2 * qmax + 1 are scratch.
 void pattern_tables(bool legacy, float row_scale, float max_scale, int qmax, const ActivationEncoding& act,
@@ -262,6 +55,287 @@ void pattern_tables(bool legacy, float row_scale, float max_scale, int qmax, con
     hn::StoreU(wv, df, w + i);
     hn::StoreU(DequantizeQ16(Q16(df, wv, a), a), df, y + i);
   }
+}
+
+// At most kRowPartials float lanes, so a vector's lanes are partials.
+using DF = hn::CappedTag<float, kRowPartials>;
+using DI = hn::RebindToSigned<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using D8 = hn::Rebind<int8_t, DF>;
+constexpr size_t kLanes = hn::MaxLanes(DF());
+constexpr size_t kGroups = kRowPartials / kLanes;
+
+// Partial sums: group g, lane l holds the columns j with j % kRowPartials ==
+// g * kLanes + l, added in column order.
+struct Partials {
+  float p[kRowPartials] = {};
+  void store(const hn::Vec<DF>* acc) {
+    for (size_t g = 0; g < kGroups; ++g) hn::StoreU(acc[g], DF(), p + g * kLanes);
+  }
+};
+
+// Columns per block: a block's count indices are kept, then counted in a
+// tight loop apart from the vector work.
+constexpr size_t kBlock = 256;
+
+// ++counts[*i] for i in [begin, end): a tight loop of increments, apart from
+// the vector work, whose registers it would otherwise spill.
+HWY_INLINE void count_indices(uint64_t* HWY_RESTRICT counts, const int32_t* begin, const int32_t* end) {
+  for (const int32_t* i = begin; i < end; ++i) ++counts[*i];
+}
+
+// The smallest float >= v and the largest float <= v: for a float x,
+// x < v iff x < ceil_float(v), and x > v iff x > floor_float(v).
+float ceil_float(double v) {
+  float f = static_cast<float>(v);
+  if (static_cast<double>(f) < v) f = std::nextafter(f, INFINITY);
+  return f;
+}
+float floor_float(double v) {
+  float f = static_cast<float>(v);
+  if (static_cast<double>(f) > v) f = std::nextafter(f, -INFINITY);
+  return f;
+}
+
+// Histogram::add's category of v (0 below, 1 + bin, n + 1 above), in double.
+HWY_INLINE size_t value_category(double v, const ValueBins& bins) {
+  if (v < bins.lo) return 0;
+  if (v >= bins.hi) return static_cast<size_t>(bins.n) + 1;
+  const auto bin = static_cast<size_t>((v - bins.lo) / (bins.hi - bins.lo) * static_cast<double>(bins.n));
+  return std::min(bin, static_cast<size_t>(bins.n) - 1) + 1;
+}
+
+void row_values(const float* x, size_t dim, const ValueBins& bins, RowValues* out, uint64_t* HWY_RESTRICT counts) {
+  const DF df;
+  const DI di;
+  // First the row's range and sum of squares, then the counts: a row wholly
+  // inside the bins and the clip bounds (eval's rows always are, with no
+  // calibration tokens) skips the outside tests.
+  hn::Vec<DF> acc[kGroups];
+  for (size_t g = 0; g < kGroups; ++g) acc[g] = hn::Zero(df);
+  auto lo = hn::Set(df, INFINITY), hi = hn::Set(df, -INFINITY);
+  size_t j = 0;
+  for (; j + kRowPartials <= dim; j += kRowPartials) {
+    for (size_t g = 0; g < kGroups; ++g) {
+      const auto xv = hn::LoadU(df, x + j + g * kLanes);
+      lo = hn::Min(lo, xv);
+      hi = hn::Max(hi, xv);
+      acc[g] = hn::Add(acc[g], hn::Mul(xv, xv));
+    }
+  }
+  const size_t vector_end = j;
+  Partials x2;
+  x2.store(acc);
+  float min_s = vector_end ? hn::GetLane(hn::MinOfLanes(df, lo)) : INFINITY;
+  float max_s = vector_end ? hn::GetLane(hn::MaxOfLanes(df, hi)) : -INFINITY;
+  for (; j < dim; ++j) {
+    x2.p[j % kRowPartials] += x[j] * x[j];
+    min_s = std::min(min_s, x[j]);
+    max_s = std::max(max_s, x[j]);
+  }
+  out->x2 = add_partials(x2.p);
+  out->x_min = min_s;
+  out->x_max = max_s;
+  out->amax = std::max(std::fabs(min_s), std::fabs(max_s));
+  out->constant = min_s == max_s;  // every value equals the first (-0 == +0)
+  const float clip_lo = ceil_float(bins.clip_lo), clip_hi = floor_float(bins.clip_hi);
+  int64_t clipped = 0;
+  if (min_s < clip_lo || max_s > clip_hi)
+    for (size_t k = 0; k < dim; ++k) clipped += x[k] < clip_lo || x[k] > clip_hi;
+  out->clipped = clipped;
+
+  // Histogram::add's bin is (size_t)((v - lo) / (hi - lo) * n) in double.
+  // In float, t = (x - lo) * (n / (hi - lo)) is within 2^-22 (n + |lo| n /
+  // (hi - lo)) of it, so its floor is the same unless t lies within `margin`
+  // of an integer (0 and n included): only then (about never) a vector's
+  // values go the double way, as do rows not wholly inside the bins and bins
+  // too fine for float.
+  const double per_unit_d = static_cast<double>(bins.n) / (bins.hi - bins.lo);
+  const double margin_d = std::ldexp(static_cast<double>(bins.n) + std::fabs(bins.lo) * per_unit_d + 2.0, -21);
+  const bool inside = min_s >= ceil_float(bins.lo) && max_s < ceil_float(bins.hi);
+  const bool float_bins = inside && margin_d < 1.0 / 64 && std::isfinite(per_unit_d);
+  const auto lo_f = hn::Set(df, static_cast<float>(bins.lo)), per_unit = hn::Set(df, static_cast<float>(per_unit_d));
+  const auto margin = hn::Set(df, static_cast<float>(margin_d));
+  const auto one_minus_margin = hn::Set(df, 1.0f - static_cast<float>(margin_d));
+  const int32_t stride = bins.n + 2;
+  const auto copy1 = hn::Add(hn::Mul(hn::And(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(kValueCopies - 1))),
+                                     hn::Set(di, stride)),
+                             hn::Set(di, 1));
+  HWY_ALIGN int32_t cat[kBlock];
+  j = 0;
+  while (j < vector_end) {
+    const size_t block_end = j + std::min(kBlock, vector_end - j);
+    int32_t* at = cat;
+    for (; j < block_end; j += kRowPartials) {
+     for (size_t g = 0; g < kGroups; ++g, at += kLanes) {
+      const float* xp = x + j + g * kLanes;
+      const auto xv = hn::LoadU(df, xp);
+      const auto t = hn::Mul(hn::Sub(xv, lo_f), per_unit);
+      const auto ft = hn::Floor(t);
+      const auto frac = hn::Sub(t, ft);
+      if (HWY_UNLIKELY(!float_bins ||
+                       !hn::AllFalse(df, hn::Or(hn::Lt(frac, margin), hn::Gt(frac, one_minus_margin))))) {
+        for (size_t l = 0; l < kLanes; ++l)
+          at[l] = static_cast<int32_t>((l % kValueCopies) * static_cast<size_t>(stride) + value_category(xp[l], bins));
+        continue;
+      }
+      // Not near 0 or n: the floor is a bin.
+      hn::Store(hn::Add(hn::ConvertTo(di, ft), copy1), di, at);
+     }
+    }
+    count_indices(counts, cat, at);
+  }
+  for (; j < dim; ++j) ++counts[(j % kValueCopies) * static_cast<size_t>(stride) + value_category(x[j], bins)];
+}
+
+// y and w of the levels q (int32 lanes) by the numeric.h formulas,
+// the same bits as pattern_tables: y = s_a * (clamp(rne(w / s_a) + zp, 0,
+// 65535) - zp), here as s_a * clamp(rne(w / s_a), -zp, 65535 - zp), which is
+// equal: the integer-valued floats add and subtract exactly below 2^24, and
+// beyond it both clamp to the same end.
+template <bool kLegacy>
+struct Deployed {
+  Deployed(DF df, const PatternParams& p)
+      : legacy(df, p.max_scale, p.qmax),
+        s(hn::Set(df, p.row_scale)),
+        scale(hn::Set(df, p.act.scale)),
+        inv_scale(hn::Set(df, inv(p.act.scale))),
+        low(hn::Set(df, static_cast<float>(-p.act.zero_point))),
+        high(hn::Set(df, static_cast<float>(65535 - p.act.zero_point))) {}
+  HWY_INLINE void operator()(hn::Vec<DI> q, hn::Vec<DF>& y, hn::Vec<DF>& w) const {
+    const DF df;
+    w = hn::Mul(s, hn::ConvertTo(df, q));  // s_r * (float)q
+    if (kLegacy) w = LegacyRequantized(df, w, legacy);
+    const auto r = RoundHalfEven(df, hn::Mul(w, inv_scale));
+    y = hn::Mul(scale, hn::Min(MaxOrLowerIfNaN<DF>(r, low), high));
+  }
+  LegacyVec<DF> legacy;
+  hn::Vec<DF> s, scale, inv_scale, low, high;
+};
+
+// kInRegister: 512-bit x86 looks y and w of a 4-bit row up in a register
+// (15 levels, one permutation each); elsewhere they are computed per value.
+template <bool kLegacy, bool kInRegister>
+HWY_INLINE void pattern_loop(const float* x, const int8_t* q, size_t dim, const PatternParams& p,
+                             const ErrorBins& bins, PatternRow* out, uint64_t* HWY_RESTRICT counts) {
+  const DF df;
+  const DI di;
+  const D8 d8;
+  constexpr int kSums = 7;  // e2, abs_e, we2, abs_we, ae2, abs_ae, ey
+  hn::Vec<DF> acc[kSums][kGroups];
+  for (int k = 0; k < kSums; ++k)
+    for (size_t g = 0; g < kGroups; ++g) acc[k][g] = hn::Zero(df);
+  auto max_e = hn::Zero(df), max_we = hn::Zero(df), max_ae = hn::Zero(df);
+  const auto offset = hn::Set(di, p.qmax);
+  const Deployed<kLegacy> deployed(df, p);
+  HWY_ALIGN float y_tab[kPatternTableSize], w_tab[kPatternTableSize];
+#if QEMB_TABLE_IN_REGISTER
+  const hn::Full512<float> d16;
+  hn::Vec<decltype(d16)> y16 = hn::Zero(d16), w16 = hn::Zero(d16);
+  if (kInRegister) {
+    pattern_tables(kLegacy, p.row_scale, p.max_scale, p.qmax, p.act, y_tab, w_tab);
+    y16 = hn::LoadU(d16, y_tab);
+    w16 = hn::LoadU(d16, w_tab);
+  }
+#endif
+  // The count index: the slot of |e| (its bits shifted) clamped to the kept
+  // slots, less slot_base - 1, in the column's copy of the counts; the
+  // copy's 0 for an exact zero.
+  const int32_t stride = bins.slot_span + 1;
+  const auto slot_lo = hn::Set(di, bins.slot_base), slot_hi = hn::Set(di, bins.slot_base + bins.slot_span - 1);
+  const auto copy = hn::Mul(hn::And(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(kErrorCopies - 1))),
+                            hn::Set(di, stride));
+  const auto rebase = hn::Sub(hn::Set(di, bins.slot_base - 1), copy);
+  HWY_ALIGN int32_t index[kBlock];
+
+  size_t j = 0;
+  while (j + kRowPartials <= dim) {
+    const size_t block_end = j + std::min(kBlock, (dim - j) / kRowPartials * kRowPartials);
+    int32_t* at = index;
+    for (; j < block_end; j += kRowPartials) {
+     for (size_t g = 0; g < kGroups; ++g, at += kLanes) {
+      const size_t col = j + g * kLanes;
+      const auto xv = hn::LoadU(df, x + col);
+      const auto qv = hn::PromoteTo(di, hn::LoadU(d8, q + col));
+      hn::Vec<DF> yv, wv;
+#if QEMB_TABLE_IN_REGISTER
+      if (kInRegister) {
+        const auto ind = hn::IndicesFromVec(d16, hn::Add(qv, offset));  // DF is 512-bit here
+        yv = hn::TableLookupLanes(y16, ind);
+        wv = hn::TableLookupLanes(w16, ind);
+      } else {
+        deployed(qv, yv, wv);
+      }
+#else
+      deployed(qv, yv, wv);
+#endif
+      const auto e = hn::Sub(yv, xv), we = hn::Sub(wv, xv), ae = hn::Sub(yv, wv);
+      const auto a = hn::Abs(e), awe = hn::Abs(we), aae = hn::Abs(ae);
+      acc[0][g] = hn::Add(acc[0][g], hn::Mul(e, e));
+      acc[1][g] = hn::Add(acc[1][g], a);
+      acc[2][g] = hn::Add(acc[2][g], hn::Mul(we, we));
+      acc[3][g] = hn::Add(acc[3][g], awe);
+      acc[4][g] = hn::Add(acc[4][g], hn::Mul(ae, ae));
+      acc[5][g] = hn::Add(acc[5][g], aae);
+      acc[6][g] = hn::Add(acc[6][g], hn::Mul(e, hn::Add(xv, yv)));
+      max_e = hn::Max(max_e, a);
+      max_we = hn::Max(max_we, awe);
+      max_ae = hn::Max(max_ae, aae);
+      const auto slot = hn::BitCast(di, hn::ShiftRight<kErrorSlotShift>(hn::BitCast(DU(), a)));
+      const auto i = hn::Sub(hn::Min(hn::Max(slot, slot_lo), slot_hi), rebase);
+      hn::Store(hn::IfThenElse(hn::RebindMask(di, hn::Eq(a, hn::Zero(df))), copy, i), di, at);
+     }
+    }
+    count_indices(counts, index, at);
+  }
+  Partials sums[kSums];
+  for (int k = 0; k < kSums; ++k) sums[k].store(acc[k]);
+  const bool vectors = dim >= kRowPartials;
+  float me = vectors ? hn::GetLane(hn::MaxOfLanes(df, max_e)) : 0.0f;
+  float mwe = vectors ? hn::GetLane(hn::MaxOfLanes(df, max_we)) : 0.0f;
+  float mae = vectors ? hn::GetLane(hn::MaxOfLanes(df, max_ae)) : 0.0f;
+  if (j < dim) {
+    pattern_tables(kLegacy, p.row_scale, p.max_scale, p.qmax, p.act, y_tab, w_tab);
+    for (; j < dim; ++j) {
+      const int k = q[j] + p.qmax;
+      const float xv = x[j], yv = y_tab[k], wv = w_tab[k];
+      const float e = yv - xv, we = wv - xv, ae = yv - wv;
+      const size_t c = j % kRowPartials;
+      sums[0].p[c] += e * e;
+      sums[1].p[c] += std::fabs(e);
+      sums[2].p[c] += we * we;
+      sums[3].p[c] += std::fabs(we);
+      sums[4].p[c] += ae * ae;
+      sums[5].p[c] += std::fabs(ae);
+      sums[6].p[c] += e * (xv + yv);
+      me = std::max(me, std::fabs(e));
+      mwe = std::max(mwe, std::fabs(we));
+      mae = std::max(mae, std::fabs(ae));
+      ++counts[(c % kErrorCopies) * static_cast<size_t>(stride) + error_count_index(std::fabs(e), bins)];
+    }
+  }
+  out->e2 = add_partials(sums[0].p);
+  out->abs_e = add_partials(sums[1].p);
+  out->we2 = add_partials(sums[2].p);
+  out->abs_we = add_partials(sums[3].p);
+  out->ae2 = add_partials(sums[4].p);
+  out->abs_ae = add_partials(sums[5].p);
+  out->ey = add_partials(sums[6].p);
+  out->max_e = me;
+  out->max_we = mwe;
+  out->max_ae = mae;
+}
+
+void pattern_row(const float* x, const int8_t* q, size_t dim, const PatternParams& p, const ErrorBins& bins,
+                 PatternRow* out, uint64_t* counts) {
+#if QEMB_TABLE_IN_REGISTER
+  if (2 * p.qmax + 1 <= 16) {
+    if (p.legacy) return pattern_loop<true, true>(x, q, dim, p, bins, out, counts);
+    return pattern_loop<false, true>(x, q, dim, p, bins, out, counts);
+  }
+#endif
+  if (p.legacy) return pattern_loop<true, false>(x, q, dim, p, bins, out, counts);
+  pattern_loop<false, false>(x, q, dim, p, bins, out, counts);
 }
 
 void quantize_row(const float* x, size_t dim, float row_scale, int qmax, int8_t* out) {
@@ -309,12 +383,12 @@ const std::vector<MetricKernelSet>& sets() {
 void prepare_error_bins(ErrorBins& bins) {
   bins.n = std::max(1, bins.n);
   // Binades from one wholly below 10^lo to one starting above 10^hi, within
-  // the doubles' exponents.
+  // the floats' exponents (biased 0, subnormals, to 255, infinity).
   constexpr double kLog2Of10 = 3.32192809488736234787;
-  const double e0 = std::clamp(std::floor(bins.lo * kLog2Of10) - 2.0, -1023.0, 1023.0);
-  const double e1 = std::clamp(std::ceil(bins.hi * kLog2Of10) + 1.0, e0 + 1.0, 1024.0);
-  bins.slot_base = static_cast<int64_t>(e0 + 1023.0) << kErrorMantissaBits;
-  bins.slot_span = (static_cast<int64_t>(e1 + 1023.0) << kErrorMantissaBits) - bins.slot_base + 1;
+  const double e0 = std::clamp(std::floor(bins.lo * kLog2Of10) - 2.0, -127.0, 127.0);
+  const double e1 = std::clamp(std::ceil(bins.hi * kLog2Of10) + 1.0, e0 + 1.0, 128.0);
+  bins.slot_base = static_cast<int32_t>(e0 + 127.0) << kErrorMantissaBits;
+  bins.slot_span = (static_cast<int32_t>(e1 + 127.0) << kErrorMantissaBits) - bins.slot_base + 1;
 }
 
 void error_categories(const ErrorBins& bins, const uint64_t* counts, uint64_t* categories) {
@@ -325,12 +399,12 @@ void error_categories(const ErrorBins& bins, const uint64_t* counts, uint64_t* c
     if (total == 0) continue;
     int category = bins.n + 2;
     if (i > 0) {
-      const uint64_t slot_bits = static_cast<uint64_t>(bins.slot_base + static_cast<int64_t>(i) - 1)
-                                 << (52 - kErrorMantissaBits);
-      double v;
+      const uint32_t slot_bits = static_cast<uint32_t>(bins.slot_base + static_cast<int32_t>(i) - 1)
+                                 << kErrorSlotShift;
+      float v;
       std::memcpy(&v, &slot_bits, sizeof v);
       // The first kept slot also counts every value below it: below lo.
-      category = i == 1 || v == 0.0 ? 0 : exact_error_category(v, bins);
+      category = i == 1 || v == 0.0f ? 0 : exact_error_category(v, bins);
     }
     categories[category] += total;
   }

@@ -32,30 +32,40 @@ struct Reference {
   std::vector<uint64_t> categories;  // n + 3: below, bins, above, zero
 };
 
+// The definition: float errors, products and sums, column j in partial j %
+// kRowPartials, the partials added by add_partials.
 Reference reference_pattern_row(const std::vector<float>& x, const std::vector<int8_t>& q, int qmax,
                                 const float* y_tab, const float* w_tab, const ErrorBins& bins) {
   Reference r;
   r.categories.assign(static_cast<size_t>(bins.n) + 3, 0);
-  double p[8][kRowPartials] = {};
-  r.row.y_min = INFINITY;
-  r.row.y_max = -INFINITY;
+  float p[7][kRowPartials] = {};
   for (size_t j = 0; j < x.size(); ++j) {
     const int k = q[j] + qmax;
-    const double xv = x[j], yv = y_tab[k], wv = w_tab[k];
-    const double e = yv - xv, we = wv - xv, ae = yv - wv;
-    const double terms[8] = {e * e, std::abs(e), we * we, std::abs(we), ae * ae, std::abs(ae), xv * yv, yv * yv};
-    for (int s = 0; s < 8; ++s) p[s][j % kRowPartials] += terms[s];
-    r.row.max_e = std::max(r.row.max_e, std::abs(e));
-    r.row.max_we = std::max(r.row.max_we, std::abs(we));
-    r.row.max_ae = std::max(r.row.max_ae, std::abs(ae));
-    r.row.y_min = std::min(r.row.y_min, y_tab[k]);
-    r.row.y_max = std::max(r.row.y_max, y_tab[k]);
-    ++r.categories[static_cast<size_t>(error_category(std::abs(e), bins))];
+    const float xv = x[j], yv = y_tab[k], wv = w_tab[k];
+    const float e = yv - xv, we = wv - xv, ae = yv - wv;
+    const float terms[7] = {e * e, std::fabs(e), we * we, std::fabs(we), ae * ae, std::fabs(ae), e * (xv + yv)};
+    for (int s = 0; s < 7; ++s) p[s][j % kRowPartials] += terms[s];
+    r.row.max_e = std::max(r.row.max_e, std::fabs(e));
+    r.row.max_we = std::max(r.row.max_we, std::fabs(we));
+    r.row.max_ae = std::max(r.row.max_ae, std::fabs(ae));
+    ++r.categories[static_cast<size_t>(error_category(std::fabs(e), bins))];
   }
-  double* sums[8] = {&r.row.e2, &r.row.abs_e, &r.row.we2, &r.row.abs_we,
-                     &r.row.ae2, &r.row.abs_ae, &r.row.dot, &r.row.y2};
-  for (int s = 0; s < 8; ++s) *sums[s] = add_partials(p[s]);
+  double* sums[7] = {&r.row.e2, &r.row.abs_e, &r.row.we2, &r.row.abs_we, &r.row.ae2, &r.row.abs_ae, &r.row.ey};
+  for (int s = 0; s < 7; ++s) *sums[s] = add_partials(p[s]);
   return r;
+}
+
+// The same sums over the columns in another order differ: the fixed order is
+// what the kernels must follow, and the test above can tell.
+TEST(MetricKernels, FloatSumsDependOnTheColumnOrder) {
+  const std::vector<float> x = test_row(1024, 5);
+  float p[kRowPartials] = {};
+  float plain = 0.0f;
+  for (size_t j = 0; j < x.size(); ++j) {
+    p[j % kRowPartials] += x[j] * x[j];
+    plain += x[j] * x[j];
+  }
+  EXPECT_NE(add_partials(p), static_cast<double>(plain));
 }
 
 TEST(MetricKernels, EverySetMatchesTheScalarDefinitionBitForBit) {
@@ -63,7 +73,7 @@ TEST(MetricKernels, EverySetMatchesTheScalarDefinitionBitForBit) {
   const std::vector<MetricKernelSet> sets = all_metric_kernel_sets();
   ASSERT_FALSE(sets.empty());
   for (const MetricKernelSet& k : sets) {
-    for (size_t dim : {1u, 7u, 8u, 9u, 15u, 16u, 17u, 24u, 33u, 64u, 1000u, 1024u}) {
+    for (size_t dim : {1u, 7u, 8u, 9u, 15u, 16u, 17u, 24u, 33u, 64u, 255u, 256u, 257u, 300u, 1000u, 1024u}) {
       for (int qmax : {7, 127}) {
         SCOPED_TRACE(std::string(k.isa) + " dim " + std::to_string(dim) + " qmax " + std::to_string(qmax));
         const std::vector<float> x = test_row(dim, dim * 131 + static_cast<uint64_t>(qmax));
@@ -91,8 +101,14 @@ TEST(MetricKernels, EverySetMatchesTheScalarDefinitionBitForBit) {
           bins.n = 64;
           prepare_error_bins(bins);
           std::vector<uint64_t> counts(error_counts_size(bins), 0);
+          PatternParams params;
+          params.legacy = legacy;
+          params.row_scale = s;
+          params.max_scale = max_scale;
+          params.qmax = qmax;
+          params.act = act;
           PatternRow got;
-          k.pattern_row(x.data(), q.data(), dim, qmax, y.data(), w.data(), bins, &got, counts.data());
+          k.pattern_row(x.data(), q.data(), dim, params, bins, &got, counts.data());
           const Reference want = reference_pattern_row(x, q, qmax, y.data(), w.data(), bins);
           EXPECT_EQ(got.e2, want.row.e2);
           EXPECT_EQ(got.abs_e, want.row.abs_e);
@@ -100,13 +116,10 @@ TEST(MetricKernels, EverySetMatchesTheScalarDefinitionBitForBit) {
           EXPECT_EQ(got.abs_we, want.row.abs_we);
           EXPECT_EQ(got.ae2, want.row.ae2);
           EXPECT_EQ(got.abs_ae, want.row.abs_ae);
-          EXPECT_EQ(got.dot, want.row.dot);
-          EXPECT_EQ(got.y2, want.row.y2);
+          EXPECT_EQ(got.ey, want.row.ey);
           EXPECT_EQ(got.max_e, want.row.max_e);
           EXPECT_EQ(got.max_we, want.row.max_we);
           EXPECT_EQ(got.max_ae, want.row.max_ae);
-          EXPECT_EQ(got.y_min, want.row.y_min);
-          EXPECT_EQ(got.y_max, want.row.y_max);
           std::vector<uint64_t> cats(static_cast<size_t>(bins.n) + 3, 0);
           error_categories(bins, counts.data(), cats.data());
           EXPECT_EQ(cats, want.categories);
@@ -127,11 +140,11 @@ TEST(MetricKernels, ErrorBinsAreThoseOfTheSlotValues) {
   };
   const Config configs[] = {{-9, -1, 64}, {-6, 2, 64}, {-3, 2, 5}, {-6, 0, 600}, {-46, -38, 64}, {0.5, 0.75, 3}};
   // The slot value at or below v, and the next one up.
-  auto slot_of = [](double v) { return error_slot_value(v); };
-  auto next_slot = [](double v) {
-    uint64_t b;
+  auto slot_of = [](float v) { return error_slot_value(v); };
+  auto next_slot = [](float v) {
+    uint32_t b;
     std::memcpy(&b, &v, sizeof b);
-    b += uint64_t{1} << (52 - kErrorMantissaBits);
+    b += uint32_t{1} << kErrorSlotShift;
     std::memcpy(&v, &b, sizeof b);
     return v;
   };
@@ -150,8 +163,9 @@ TEST(MetricKernels, ErrorBinsAreThoseOfTheSlotValues) {
         if (edge > 3e38 || edge < 1e-44) continue;  // no float there
         // The slot at or below the edge, the one above, and the floats next
         // to each slot value.
-        for (double sv : {slot_of(edge), next_slot(slot_of(edge))}) {
-          float f = static_cast<float>(sv);
+        const float edge_f = static_cast<float>(edge);
+        for (float sv : {slot_of(edge_f), next_slot(slot_of(edge_f))}) {
+          float f = sv;
           for (int step = 0; step < 2; ++step) f = std::nextafter(f, 0.0f);
           for (int step = 0; step < 5; ++step, f = std::nextafter(f, INFINITY)) values.push_back(f);
         }
@@ -161,26 +175,30 @@ TEST(MetricKernels, ErrorBinsAreThoseOfTheSlotValues) {
       values.push_back(0.0f);
       values.push_back(1e-45f);
       values.push_back(3e38f);
-      const std::vector<float> y(kPatternTableSize, 0.0f), w(kPatternTableSize, 0.0f);
-      const std::vector<int8_t> q(8, 0);
+      // Row scale 0: y = w = 0 for every level, so e = -x.
+      PatternParams params;
+      params.row_scale = 0.0f;
+      params.max_scale = 1.0f;
+      params.act = activation_encoding(-1.0f, 1.0f);
+      const std::vector<int8_t> q(kRowPartials + 3, 0);
       for (float v : values) {
         if (!std::isfinite(v)) continue;
-        const std::vector<float> x(8, v);  // one vector of the value: no scalar tail
+        const std::vector<float> x(kRowPartials + 3, v);  // one block of vectors and a scalar tail
         std::vector<uint64_t> counts(error_counts_size(bins), 0);
         PatternRow row;
-        k.pattern_row(x.data(), q.data(), x.size(), 7, y.data(), w.data(), bins, &row, counts.data());
+        k.pattern_row(x.data(), q.data(), x.size(), params, bins, &row, counts.data());
         std::vector<uint64_t> cats(static_cast<size_t>(cfg.n) + 3, 0);
         error_categories(bins, counts.data(), cats.data());
-        const double a = std::fabs(static_cast<double>(v));
+        const float a = std::fabs(v);
         const size_t want = static_cast<size_t>(error_category(a, bins));
-        ASSERT_EQ(cats[want], 8u) << "value " << v << " category " << want;
+        ASSERT_EQ(cats[want], x.size()) << "value " << v << " category " << want;
         // The definition itself: the slot value's std::log10 bin.
         if (a > 0) {
           Histogram h;
           h.lo = cfg.lo;
           h.hi = cfg.hi;
           h.counts.assign(static_cast<size_t>(cfg.n), 0);
-          h.add(std::log10(slot_of(a)));
+          h.add(std::log10(static_cast<double>(slot_of(a))));
           const size_t plain = h.below ? 0 : h.above ? static_cast<size_t>(cfg.n) + 1
                                : static_cast<size_t>(std::find(h.counts.begin(), h.counts.end(), 1u) - h.counts.begin()) + 1;
           ASSERT_EQ(want, plain) << "value " << v;
@@ -190,46 +208,82 @@ TEST(MetricKernels, ErrorBinsAreThoseOfTheSlotValues) {
   }
 }
 
+// Histogram::add's category of v (0 below, 1 + bin, n + 1 above).
+size_t value_category(double v, const ValueBins& bins) {
+  Histogram h;
+  h.lo = bins.lo;
+  h.hi = bins.hi;
+  h.counts.assign(static_cast<size_t>(bins.n), 0);
+  h.add(v);
+  if (h.below) return 0;
+  if (h.above) return static_cast<size_t>(bins.n) + 1;
+  return static_cast<size_t>(std::find(h.counts.begin(), h.counts.end(), 1u) - h.counts.begin()) + 1;
+}
+
+// Rows partly outside the bins and the clip bounds, and rows inside them
+// (the kernels' short way) with values at and next to every bin edge.
 TEST(MetricKernels, RowValuesMatchTheScalarDefinition) {
+  struct Config {
+    double lo, hi;
+    int n;
+    double clip_lo, clip_hi;
+  };
+  const Config configs[] = {{-0.03, 0.05, 80, -0.02, 0.02}, {-1.0, 1.0, 80, -2.0, 2.0}, {-0.3, 0.7, 7, -1.0, 1.0},
+                            {1e-9, 1.0, 3, -1.0, 1.0}};
   for (const MetricKernelSet& k : all_metric_kernel_sets()) {
-    for (size_t dim : {1u, 5u, 8u, 13u, 64u, 1023u}) {
-      SCOPED_TRACE(std::string(k.isa) + " dim " + std::to_string(dim));
-      std::vector<float> x = test_row(dim, dim + 7);
-      ValueBins bins;
-      bins.lo = -0.03;
-      bins.hi = 0.05;
-      bins.n = 80;
-      bins.clip_lo = -0.02;
-      bins.clip_hi = 0.02;
-      std::vector<uint64_t> counts(static_cast<size_t>(bins.n) + 2, 0);
-      RowValues got;
-      k.row_values(x.data(), dim, bins, &got, counts.data());
-      double p[kRowPartials] = {};
-      int64_t clipped = 0;
-      float amax = 0.0f;
-      std::vector<uint64_t> want(counts.size(), 0);
-      for (size_t j = 0; j < dim; ++j) {
-        const double v = x[j];
-        p[j % kRowPartials] += v * v;
-        amax = std::max(amax, std::fabs(x[j]));
-        if (v < bins.clip_lo || v > bins.clip_hi) ++clipped;
-        Histogram h;
-        h.lo = bins.lo;
-        h.hi = bins.hi;
-        h.counts.assign(static_cast<size_t>(bins.n), 0);
-        h.add(v);
-        want[0] += h.below;
-        want[want.size() - 1] += h.above;
-        for (size_t b = 0; b < h.counts.size(); ++b) want[b + 1] += h.counts[b];
+    for (const Config& cfg : configs) {
+      for (size_t dim : {1u, 5u, 8u, 13u, 16u, 64u, 257u, 1023u}) {
+        SCOPED_TRACE(std::string(k.isa) + " dim " + std::to_string(dim) + " bins [" + std::to_string(cfg.lo) + ", " +
+                     std::to_string(cfg.hi) + ")");
+        std::vector<float> x = test_row(dim, dim + 7);
+        ValueBins bins;
+        bins.lo = cfg.lo;
+        bins.hi = cfg.hi;
+        bins.n = cfg.n;
+        bins.clip_lo = cfg.clip_lo;
+        bins.clip_hi = cfg.clip_hi;
+        if (cfg.lo >= -1.0 && cfg.hi <= 1.0 && cfg.n < 80) {
+          // Values at and next to the bin edges, inside [lo, hi).
+          for (size_t j = 0; j < dim; ++j) {
+            const double edge = cfg.lo + (cfg.hi - cfg.lo) * static_cast<double>(j % (cfg.n + 1)) / cfg.n;
+            float f = static_cast<float>(edge);
+            if (j % 3 == 1) f = std::nextafter(f, INFINITY);
+            if (j % 3 == 2) f = std::nextafter(f, -INFINITY);
+            x[j] = std::clamp(f, static_cast<float>(cfg.lo) < cfg.lo ? std::nextafter(static_cast<float>(cfg.lo), 1.0f)
+                                                                      : static_cast<float>(cfg.lo),
+                              std::nextafter(static_cast<float>(cfg.hi), -INFINITY));
+          }
+        }
+        std::vector<uint64_t> counts(value_counts_size(bins), 0);
+        RowValues got;
+        k.row_values(x.data(), dim, bins, &got, counts.data());
+        float p[kRowPartials] = {};
+        int64_t clipped = 0;
+        float amax = 0.0f, lo = INFINITY, hi = -INFINITY;
+        std::vector<uint64_t> want(static_cast<size_t>(bins.n) + 2, 0);
+        for (size_t j = 0; j < dim; ++j) {
+          const float v = x[j];
+          p[j % kRowPartials] += v * v;
+          amax = std::max(amax, std::fabs(v));
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
+          if (v < bins.clip_lo || v > bins.clip_hi) ++clipped;
+          ++want[value_category(v, bins)];
+        }
+        std::vector<uint64_t> total(want.size(), 0);
+        for (size_t copy = 0; copy < kValueCopies; ++copy)
+          for (size_t c = 0; c < total.size(); ++c) total[c] += counts[copy * total.size() + c];
+        EXPECT_EQ(got.x2, add_partials(p));
+        EXPECT_EQ(got.clipped, clipped);
+        EXPECT_EQ(got.amax, amax);
+        EXPECT_EQ(got.x_min, lo);
+        EXPECT_EQ(got.x_max, hi);
+        EXPECT_EQ(got.constant, dim == 1);
+        EXPECT_EQ(total, want);
+        std::vector<float> same(dim, 0.5f);
+        k.row_values(same.data(), dim, bins, &got, counts.data());
+        EXPECT_TRUE(got.constant);
       }
-      EXPECT_EQ(got.x2, add_partials(p));
-      EXPECT_EQ(got.clipped, clipped);
-      EXPECT_EQ(got.amax, amax);
-      EXPECT_EQ(got.constant, dim == 1);
-      EXPECT_EQ(counts, want);
-      std::vector<float> same(dim, 0.5f);
-      k.row_values(same.data(), dim, bins, &got, counts.data());
-      EXPECT_TRUE(got.constant);
     }
   }
 }
