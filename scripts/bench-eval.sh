@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # eval at scale against the fused compile of the same table: a 300000 x 1024
 # F32 table (1.2 GB, made by qemb_make_example), page cache warm, rounds that
-# alternate compile --mode fused, eval (both schemes) and eval --scheme 16a4w.
+# alternate compile --mode fused (one scheme, 16a4w), eval (both schemes) and
+# eval --scheme 16a4w.
 # Prints per command the median of the rounds (and the range) of the wall time,
 # the CPU time (user + system) and the peak resident memory, and each eval's
 # ratio to the compile. Needs ~1.3 GB of free disk under ${TMPDIR:-/tmp}.
@@ -17,7 +18,7 @@ in="$tmp/table.safetensors"
 build/qemb_make_example --rows "$rows" --dim "$dim" --dtype F32 "$in" >/dev/null
 cat "$in" > /dev/null
 names=(compile eval eval-16a4w)
-cmds=("build/qemb compile $in --qnn-sdk-version 2.48 --mode fused --quiet -o $tmp/out.qemb"
+cmds=("build/qemb compile $in --qnn-sdk-version 2.48 --scheme 16a4w --mode fused --quiet -o $tmp/out.qemb"
       "build/qemb eval $in --qnn-sdk-version 2.48 --quiet"
       "build/qemb eval $in --qnn-sdk-version 2.48 --scheme 16a4w --quiet")
 for round in $(seq "$rounds"); do

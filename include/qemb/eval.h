@@ -10,8 +10,9 @@
 // and w the dequantized weight the activation quantizer receives:
 //   optimized  w = s_r * q            legacy  w = s_max * qi
 // The error y - x splits into a weight part (w - x) and an activation part
-// (y - w). All sums are in double, in a fixed order (docs/eval.md, "Streaming,
-// threads and determinism"): the same bits on any thread count and ISA.
+// (y - w). Sums are in float within a row and in double across rows, in a
+// fixed order (docs/eval.md, "Streaming, threads and determinism"): the same
+// bits on any thread count and ISA.
 //   SQNR (dB)   10 * log10(sum x^2 / sum (y - x)^2); +inf when y == x
 //               everywhere (JSON: null), -inf when the signal is all zero but
 //               the error is not (JSON: null).
