@@ -1,10 +1,38 @@
 #include "runtime/worker_pool.h"
 
 #include <algorithm>
-#include <limits>
+#include <chrono>
 #include <system_error>
 
 namespace qemb {
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// Long enough to cover the gap between back-to-back calls and a worker's last
+// tile, short enough that an idle pool gives its cores back at once.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+// Spins until done() or kSpin has passed; true if done().
+template <typename Done>
+bool spin_until(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 16; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
+
+}  // namespace
 
 int effective_threads(int requested) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -15,7 +43,7 @@ int effective_threads(int requested) {
 WorkerPool::~WorkerPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   work_cv_.notify_all();
   for (std::thread& t : workers_) t.join();
@@ -28,11 +56,8 @@ size_t WorkerPool::workers() const {
 
 void WorkerPool::ensure_workers(size_t wanted) {
   while (workers_.size() < wanted) {
-    uint64_t seen;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      seen = generation_;
-    }
+    // Only this thread (holding call_mu_) moves generation_.
+    const uint64_t seen = generation_.load(std::memory_order_relaxed);
     try {
       std::thread t(&WorkerPool::worker_loop, this, seen);
       std::lock_guard<std::mutex> lock(mu_);
@@ -52,17 +77,26 @@ void WorkerPool::run_tiles() {
   }
 }
 
+// The flags pair as in Dekker's algorithm (all sequentially consistent): a
+// sleeper announces itself, then rechecks; the waker publishes, then looks
+// for sleepers. One of the two always sees the other, so no wake-up is lost
+// and the waker takes the mutex only when someone sleeps.
 void WorkerPool::worker_loop(uint64_t seen) {
   for (;;) {
-    {
+    auto moved = [&] { return generation_.load() != seen || stop_.load(); };
+    if (!spin_until(moved)) {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      sleeping_workers_.fetch_add(1);
+      work_cv_.wait(lock, moved);
+      sleeping_workers_.fetch_sub(1);
     }
+    if (stop_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
     run_tiles();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--pending_ == 0) done_cv_.notify_one();
+    if (pending_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_cv_.notify_one();
+    }
   }
 }
 
@@ -72,21 +106,36 @@ void WorkerPool::parallelize(size_t n, size_t tile, Task task, void* context) {
   const size_t tiles = n / tile + (n % tile != 0);
   std::lock_guard<std::mutex> call(call_mu_);
   ensure_workers(std::min(static_cast<size_t>(threads_ - 1), tiles - 1));
+  size_t workers;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    task_ = task;
-    context_ = context;
-    n_ = n;
-    tile_ = tile;
-    tiles_ = tiles;
-    next_tile_.store(0, std::memory_order_relaxed);
-    pending_ = workers_.size();
-    ++generation_;
+    workers = workers_.size();
   }
-  work_cv_.notify_all();
+  if (workers == 0) {
+    for (size_t t = 0; t < tiles; ++t) task(context, t * tile, std::min(tile, n - t * tile));
+    return;
+  }
+  task_ = task;
+  context_ = context;
+  n_ = n;
+  tile_ = tile;
+  tiles_ = tiles;
+  next_tile_.store(0, std::memory_order_relaxed);
+  pending_.store(workers, std::memory_order_relaxed);
+  generation_.fetch_add(1);  // publishes the job
+  if (sleeping_workers_.load() > 0) {
+    // Taking the mutex orders this notify after a sleeper's last check.
+    { std::lock_guard<std::mutex> lock(mu_); }
+    work_cv_.notify_all();
+  }
   run_tiles();
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  auto done = [&] { return pending_.load() == 0; };
+  if (!spin_until(done)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    caller_sleeping_.store(true);
+    done_cv_.wait(lock, done);
+    caller_sleeping_.store(false);
+  }
 }
 
 }  // namespace qemb

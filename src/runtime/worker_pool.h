@@ -3,6 +3,10 @@
 // that did start (at least the caller), instead of waiting forever for a
 // worker that never came (what pthreadpool_create does when pthread_create
 // fails).
+//
+// Handing a call to the workers and waiting for them spins briefly before it
+// sleeps, as pthreadpool does: on a VM a condition-variable wake-up costs tens
+// of microseconds, as much as a worker's share of a 2048-row lookup.
 #pragma once
 
 #include <atomic>
@@ -45,17 +49,22 @@ class WorkerPool {
 
   const int threads_;
   std::mutex call_mu_;  // one parallelize() at a time
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;  // guards workers_ and the sleeping side of the flags below
   std::condition_variable work_cv_, done_cv_;
   std::vector<std::thread> workers_;
-  bool stop_ = false;
-  uint64_t generation_ = 0;
-  size_t pending_ = 0;  // workers still in the current generation
-  // The current job; written under mu_ before generation_ moves.
+  // The current job; written before generation_ moves (release), read after
+  // a worker sees it move (acquire).
   Task task_ = nullptr;
   void* context_ = nullptr;
   size_t n_ = 0, tile_ = 1, tiles_ = 0;
-  std::atomic<size_t> next_tile_{0};
+  // Each on its own cache line: workers spin on generation_ while the caller
+  // and the workers take tiles from next_tile_.
+  alignas(64) std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<int> sleeping_workers_{0};
+  alignas(64) std::atomic<size_t> next_tile_{0};
+  alignas(64) std::atomic<size_t> pending_{0};  // workers still in the current generation
+  std::atomic<bool> caller_sleeping_{false};
 };
 
 }  // namespace qemb
