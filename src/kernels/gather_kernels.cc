@@ -115,6 +115,34 @@ HWY_INLINE void PrefetchPcqRow(const RequantGatherParams& p, size_t r, size_t ro
   }
 }
 
+// A row-interleaved record of at most 129 bytes (D <= 248 at 4 bits) spans
+// at most three cache lines: the ones of its first byte, of the byte 64 on
+// (or its last, if shorter) and of its last. Prefetching those three
+// addresses takes no loop and no branch, where PrefetchPcqRow's general form
+// is about a third of a short-row kernel's instructions. `first` is null
+// when the layout does not qualify.
+struct ShortRecords {
+  ShortRecords(const RequantGatherParams& p, size_t row_bytes) {
+    if (p.scale_stride == 0 || p.scale_stride != p.row_stride) return;
+    const uint8_t* s = reinterpret_cast<const uint8_t*>(p.row_scales);
+    const uint8_t* lo = std::min(s, p.weights);
+    const size_t span = static_cast<size_t>(std::max(s + sizeof(float), p.weights + row_bytes) - lo);
+    if (span > 2 * kCacheLine + 1) return;
+    first = lo;
+    stride = p.row_stride;
+    last = span - 1;
+    middle = std::min(kCacheLine, last);
+  }
+  HWY_INLINE void Prefetch(size_t r) const {
+    const uint8_t* rec = first + r * stride;
+    hwy::Prefetch(rec);
+    hwy::Prefetch(rec + middle);
+    hwy::Prefetch(rec + last);
+  }
+  const uint8_t* first = nullptr;
+  size_t stride = 0, middle = 0, last = 0;
+};
+
 // ---------------------------------------------------------------------------
 // Materialized gathers over the uint16 table.
 
@@ -377,7 +405,7 @@ using LutTag = hn::CappedTag<float, 16>;
 
 // The table holds what the kernel writes: q16, or the half-precision bits of
 // its dequantized value (binary16 / bfloat16 outputs cost no more per value).
-template <bool kLegacy, OutKind K = OutKind::kU16>
+template <bool kLegacy, OutKind K = OutKind::kU16, bool kBytes = true>
 HWY_INLINE void BuildNibbleLut(float row_scale, const ActivationVec<LutTag>& a,
                                const LegacyVec<LutTag>& legacy, NibbleLut& lut) {
   const LutTag df;
@@ -396,8 +424,10 @@ HWY_INLINE void BuildNibbleLut(float row_scale, const ActivationVec<LutTag>& a,
       bits = Q16Bits(df, v);
     }
     hn::StoreU(hn::TruncateTo(du16, bits), du16, lut.u16 + k);
-    hn::StoreU(hn::TruncateTo(du8, bits), du8, lut.lo + k);
-    hn::StoreU(hn::TruncateTo(du8, hn::ShiftRight<8>(bits)), du8, lut.hi + k);
+    if constexpr (kBytes) {
+      hn::StoreU(hn::TruncateTo(du8, bits), du8, lut.lo + k);
+      hn::StoreU(hn::TruncateTo(du8, hn::ShiftRight<8>(bits)), du8, lut.hi + k);
+    }
   }
 }
 
@@ -498,6 +528,56 @@ HWY_INLINE size_t LookupRowVectors(D8 d8, const uint8_t* HWY_RESTRICT row, size_
 }
 #endif  // QEMB_NIBBLE_SHUFFLES
 
+#undef QEMB_NIBBLE_WORD_PERMUTE
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define QEMB_NIBBLE_WORD_PERMUTE 1
+// The row's 16 outputs, twice, fill the 32 uint16 lanes that vpermw indexes
+// with the low 5 bits of each index word: an index then needs only its low
+// 4 bits right. 32 columns cost a word permute that puts input word
+// 8v + c / 4 in lane c, a shift by 4 * (c % 4) that brings column c's nibble
+// to the bottom, and the table permute: 3 shuffle-port operations, against
+// the byte-shuffle path's 11 for 128 columns plus its byte-table set-up.
+// Cold at D=128 this gains only ~2%: the gather is bound by its reads and its
+// 256 B of output a row, not by these operations.
+struct WordPermuteIndices {
+  WordPermuteIndices() {
+    alignas(64) uint16_t gather[4][32], shift[32];
+    for (int v = 0; v < 4; ++v)
+      for (int c = 0; c < 32; ++c) gather[v][c] = static_cast<uint16_t>(8 * v + c / 4);
+    for (int c = 0; c < 32; ++c) shift[c] = static_cast<uint16_t>(4 * (c % 4));
+    for (int v = 0; v < 4; ++v) words[v] = _mm512_load_si512(gather[v]);
+    shifts = _mm512_load_si512(shift);
+  }
+  __m512i words[4];  // for the 32 columns of bytes [16v, 16v + 16) of a 64-byte load
+  __m512i shifts;
+};
+
+// Columns [0, ...) of one row in groups of 32; returns the next column.
+template <typename Out>
+HWY_INLINE size_t LookupRowWordPermute(const uint8_t* HWY_RESTRICT row, size_t dim, const NibbleLut& lut,
+                                       const WordPermuteIndices& idx,
+                                       const DequantVec<hn::Full512<uint16_t>>& dq, Out* HWY_RESTRICT o) {
+  const hn::Full512<uint16_t> d16;
+  const __m256i half = _mm256_load_si256(reinterpret_cast<const __m256i*>(lut.u16));
+  const __m512i table = _mm512_inserti64x4(_mm512_castsi256_si512(half), half, 1);
+  auto lookup = [&](__m512i packed, int v, size_t j) {
+    const __m512i nibbles = _mm512_srlv_epi16(_mm512_permutexvar_epi16(idx.words[v], packed), idx.shifts);
+    StoreOutputs(d16, hn::Vec512<uint16_t>{_mm512_permutexvar_epi16(nibbles, table)}, dq, o + j);
+  };
+  size_t j = 0;
+  for (; j + 128 <= dim; j += 128) {
+    const __m512i packed = _mm512_loadu_si512(row + j / 2);
+    for (int v = 0; v < 4; ++v) lookup(packed, v, j + 32 * v);
+  }
+  for (; j + 32 <= dim; j += 32) {
+    lookup(_mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j / 2))), 0, j);
+  }
+  return j;
+}
+#else
+#define QEMB_NIBBLE_WORD_PERMUTE 0
+#endif
+
 template <bool kLegacy, OutKind K>
 HWY_INLINE void RequantGatherS4(const RequantGatherParams& p, const int64_t* ids, size_t n,
                                 OutT<K>* HWY_RESTRICT out) {
@@ -510,7 +590,7 @@ HWY_INLINE void RequantGatherS4(const RequantGatherParams& p, const int64_t* ids
   const size_t dim = p.dim;
   const size_t row_bytes = (dim + 1) / 2;
 
-#if QEMB_NIBBLE_SHUFFLES
+#if QEMB_NIBBLE_SHUFFLES && !QEMB_NIBBLE_WORD_PERMUTE
   using D8 = hn::ScalableTag<uint8_t>;
   using D8x16 = hn::Full128<uint8_t>;
   const D8 d8;
@@ -529,16 +609,27 @@ HWY_INLINE void RequantGatherS4(const RequantGatherParams& p, const int64_t* ids
   const DequantVec<hn::RepartitionToWide<D8x16>> dequant_x16(p.act);
 #endif
 
+#if QEMB_NIBBLE_WORD_PERMUTE
+  const WordPermuteIndices word_permute;
+  const DequantVec<hn::Full512<uint16_t>> dequant_words(p.act);
+#endif
   NibbleLut lut;
+  const ShortRecords records(p, row_bytes);
   for (size_t i = 0; i < n; ++i) {
-    if (i + kPrefetchRows < n) PrefetchPcqRow(p, static_cast<size_t>(ids[i + kPrefetchRows]), row_bytes);
+    if (i + kPrefetchRows < n) {
+      const size_t ahead = static_cast<size_t>(ids[i + kPrefetchRows]);
+      if (records.first) records.Prefetch(ahead);
+      else PrefetchPcqRow(p, ahead, row_bytes);
+    }
     const size_t r = static_cast<size_t>(ids[i]);
-    BuildNibbleLut<kLegacy, kLut>(RowScale(p, r), lut_act, lut_legacy, lut);
+    BuildNibbleLut<kLegacy, kLut, !QEMB_NIBBLE_WORD_PERMUTE>(RowScale(p, r), lut_act, lut_legacy, lut);
     const uint8_t* row = RowWeights(p, r, row_bytes);
     Out* o = out + i * dim;
 
     size_t j = 0;  // the next column; even until the scalar tail
-#if QEMB_NIBBLE_SHUFFLES
+#if QEMB_NIBBLE_WORD_PERMUTE
+    j = LookupRowWordPermute(row, dim, lut, word_permute, dequant_words, o);
+#elif QEMB_NIBBLE_SHUFFLES
     j = LookupRowVectors(d8, row, j, dim, lut, transpose, dequant, o);
     if (N > 16) j = LookupRowVectors(d8x16, row, j, dim, lut, kIdentity, dequant_x16, o);
 #endif
