@@ -18,17 +18,22 @@ inline void cpu_relax() {
 // Long enough to cover the gap between back-to-back calls and a worker's last
 // tile, short enough that an idle pool gives its cores back at once.
 constexpr auto kSpin = std::chrono::microseconds(50);
+// Past this, spinning yields between checks: on a loaded machine the thread
+// it waits for may be queued on this very core.
+constexpr auto kPauseOnly = std::chrono::microseconds(5);
 
 // Spins until done() or kSpin has passed; true if done().
 template <typename Done>
 bool spin_until(Done done) {
-  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  const auto start = std::chrono::steady_clock::now();
   for (;;) {
     for (int i = 0; i < 16; ++i) {
       if (done()) return true;
       cpu_relax();
     }
-    if (std::chrono::steady_clock::now() >= deadline) return done();
+    const auto spent = std::chrono::steady_clock::now() - start;
+    if (spent >= kSpin) return done();
+    if (spent >= kPauseOnly) std::this_thread::yield();
   }
 }
 
@@ -74,29 +79,38 @@ void WorkerPool::run_tiles() {
     if (t >= tiles_) return;
     const size_t begin = t * tile_;
     task_(context_, begin, std::min(tile_, n_ - begin));
-  }
-}
-
-// The flags pair as in Dekker's algorithm (all sequentially consistent): a
-// sleeper announces itself, then rechecks; the waker publishes, then looks
-// for sleepers. One of the two always sees the other, so no wake-up is lost
-// and the waker takes the mutex only when someone sleeps.
-void WorkerPool::worker_loop(uint64_t seen) {
-  for (;;) {
-    auto moved = [&] { return generation_.load() != seen || stop_.load(); };
-    if (!spin_until(moved)) {
-      std::unique_lock<std::mutex> lock(mu_);
-      sleeping_workers_.fetch_add(1);
-      work_cv_.wait(lock, moved);
-      sleeping_workers_.fetch_sub(1);
-    }
-    if (stop_.load()) return;
-    seen = generation_.load(std::memory_order_acquire);
-    run_tiles();
-    if (pending_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
+    if (done_tiles_.fetch_add(1) + 1 == tiles_ && caller_sleeping_.load()) {
       std::lock_guard<std::mutex> lock(mu_);
       done_cv_.notify_one();
     }
+  }
+}
+
+// The flags pair as in Dekker's algorithm (all sequentially consistent): one
+// side announces itself, then checks the other's flag; the other side writes
+// its flag, then checks the first one's. One of the two always sees the
+// other. So no wake-up is lost and the waker takes the mutex only when
+// someone sleeps; and a worker that enters a job (active_) either sees the
+// caller start rewriting it (odd generation_) and backs out, or is seen and
+// waited for before the job is rewritten.
+void WorkerPool::worker_loop(uint64_t seen) {
+  for (;;) {
+    auto published = [&] {
+      const uint64_t g = generation_.load();
+      return (g != seen && g % 2 == 0) || stop_.load();
+    };
+    if (!spin_until(published)) {
+      std::unique_lock<std::mutex> lock(mu_);
+      sleeping_workers_.fetch_add(1);
+      work_cv_.wait(lock, published);
+      sleeping_workers_.fetch_sub(1);
+    }
+    if (stop_.load()) return;
+    seen = generation_.load();
+    if (seen % 2 != 0) continue;  // already being rewritten: wait for the next job
+    active_.fetch_add(1);
+    if (generation_.load() == seen) run_tiles();  // else the job is being rewritten: wait for the next
+    active_.fetch_sub(1);
   }
 }
 
@@ -115,13 +129,20 @@ void WorkerPool::parallelize(size_t n, size_t tile, Task task, void* context) {
     for (size_t t = 0; t < tiles; ++t) task(context, t * tile, std::min(tile, n - t * tile));
     return;
   }
+  // Workers still inside the previous job only find its tiles gone; wait for
+  // them to leave before the job's fields change under them.
+  generation_.fetch_add(1);
+  auto left = [&] { return active_.load() == 0; };
+  if (!spin_until(left)) {
+    while (!left()) std::this_thread::yield();  // a worker descheduled between two instructions
+  }
   task_ = task;
   context_ = context;
   n_ = n;
   tile_ = tile;
   tiles_ = tiles;
-  next_tile_.store(0, std::memory_order_relaxed);
-  pending_.store(workers, std::memory_order_relaxed);
+  next_tile_.store(0);
+  done_tiles_.store(0);
   generation_.fetch_add(1);  // publishes the job
   if (sleeping_workers_.load() > 0) {
     // Taking the mutex orders this notify after a sleeper's last check.
@@ -129,7 +150,7 @@ void WorkerPool::parallelize(size_t n, size_t tile, Task task, void* context) {
     work_cv_.notify_all();
   }
   run_tiles();
-  auto done = [&] { return pending_.load() == 0; };
+  auto done = [&] { return done_tiles_.load() == tiles; };
   if (!spin_until(done)) {
     std::unique_lock<std::mutex> lock(mu_);
     caller_sleeping_.store(true);

@@ -6,7 +6,10 @@
 //
 // Handing a call to the workers and waiting for them spins briefly before it
 // sleeps, as pthreadpool does: on a VM a condition-variable wake-up costs tens
-// of microseconds, as much as a worker's share of a 2048-row lookup.
+// of microseconds, as much as a worker's share of a 2048-row lookup. A call
+// waits only for the tiles that workers took, never for a worker that has not
+// woken up yet (the caller then runs its tiles): on a loaded machine a
+// descheduled worker does not hold every call up.
 #pragma once
 
 #include <atomic>
@@ -52,18 +55,19 @@ class WorkerPool {
   mutable std::mutex mu_;  // guards workers_ and the sleeping side of the flags below
   std::condition_variable work_cv_, done_cv_;
   std::vector<std::thread> workers_;
-  // The current job; written before generation_ moves (release), read after
-  // a worker sees it move (acquire).
+  // The current job; rewritten only while generation_ is odd and no worker
+  // is inside a job (active_ == 0).
   Task task_ = nullptr;
   void* context_ = nullptr;
   size_t n_ = 0, tile_ = 1, tiles_ = 0;
-  // Each on its own cache line: workers spin on generation_ while the caller
-  // and the workers take tiles from next_tile_.
+  // Even: a job is published (or none yet); odd: the caller rewrites the job.
+  // Each hot counter sits on its own cache line.
   alignas(64) std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
   std::atomic<int> sleeping_workers_{0};
+  alignas(64) std::atomic<int> active_{0};  // workers between entering and leaving a job
   alignas(64) std::atomic<size_t> next_tile_{0};
-  alignas(64) std::atomic<size_t> pending_{0};  // workers still in the current generation
+  alignas(64) std::atomic<size_t> done_tiles_{0};
   std::atomic<bool> caller_sleeping_{false};
 };
 
