@@ -675,7 +675,9 @@ HWY_INLINE void AccumulateScalar(float y, bool weighted, float w, float* HWY_RES
 
 // Runs add_row(row id, weighted, weight, out row) for every id of every bag
 // that is not the padding id, after zeroing the bag's row, then divides by
-// the count for mean. Prefetches rows kPrefetchRows ids ahead across bags.
+// the count for mean. Prefetches rows kBagPrefetchRows ids ahead over the flat
+// ids, across bags and up to bag.lookahead_end: a bag of one id has no
+// lookahead of its own.
 // Ids ahead whose rows are prefetched: the bag kernels spend longer on a row
 // than a gather, and each row also needs its scale's line.
 constexpr size_t kBagPrefetchRows = 32;
@@ -702,7 +704,7 @@ HWY_INLINE void PoolBags(size_t dim, const Id* HWY_RESTRICT ids, const BagParams
   using DF = hn::ScalableTag<float>;
   const DF df;
   const size_t NF = hn::Lanes(df);
-  const size_t end = static_cast<size_t>(bag.offsets[bag.bags]);
+  const size_t end = std::max(static_cast<size_t>(bag.offsets[bag.bags]), bag.lookahead_end);
   const bool weighted = bag.weights != nullptr;
   for (size_t b = 0; b < bag.bags; ++b) {
     float* o = out + b * bag.out_stride;
@@ -828,7 +830,7 @@ HWY_NOINLINE void PoolBagsS8Registers(DF df, const RequantGatherParams& p, const
   const size_t NF = hn::Lanes(df);
   const size_t dim = p.dim;
   const size_t cols = kV * NF;
-  const size_t end = static_cast<size_t>(bag.offsets[bag.bags]);
+  const size_t end = std::max(static_cast<size_t>(bag.offsets[bag.bags]), bag.lookahead_end);
   const bool weighted = bag.weights != nullptr;
   const float inv_sa = inv(p.act.scale);
   const float bound = UnclampedBound(p.act);
@@ -1032,7 +1034,7 @@ HWY_NOINLINE void PoolBagsS4Registers(const RequantGatherParams& p, const Id* HW
   const size_t row_bytes = (dim + 1) / 2;
   constexpr size_t kCols = 32 * kGroups;
   const auto nibble = hn::Set(du32, 15);
-  const size_t end = static_cast<size_t>(bag.offsets[bag.bags]);
+  const size_t end = std::max(static_cast<size_t>(bag.offsets[bag.bags]), bag.lookahead_end);
   const bool weighted = bag.weights != nullptr;
   alignas(64) float lut[16];
   for (size_t b = 0; b < bag.bags; ++b) {

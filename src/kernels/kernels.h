@@ -79,6 +79,10 @@ struct BagParams {
   int64_t padding_idx = -1;          // in [0, V), or -1 for none
   bool mean = false;
   size_t out_stride = 0;             // floats between bags' rows, >= dim
+  // Ids before this position (absolute, as offsets are) may be read to
+  // prefetch rows past the last bag, so a call split into tasks keeps its
+  // lookahead across their ends; 0 stops at offsets[bags].
+  size_t lookahead_end = 0;
 };
 
 // `table` describes the stored rows: for the bag_u16 kernels `weights` points

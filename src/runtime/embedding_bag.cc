@@ -218,6 +218,7 @@ Status pool_interpreted(const PreparedTable& p, const BagParams& bag, float* out
   for (size_t b = 0; b <= bag.bags; ++b) offsets[b] = bag.offsets[b] - lo;
   BagParams local = bag;
   local.offsets = offsets.data();
+  local.lookahead_end = 0;  // the positions are this chunk's
   local.padding_idx = static_cast<int64_t>(m);
   if (bag.weights) local.weights = bag.weights + lo;
   RequantGatherParams table;
@@ -228,8 +229,12 @@ Status pool_interpreted(const PreparedTable& p, const BagParams& bag, float* out
   return Status::Ok();
 }
 
-// Bags per task: enough work to amortize a task, few enough to balance threads.
+// Bags per task: enough work to amortize a task, few enough to balance
+// threads; small bags (pooling 1) are grouped up to kIdsPerTask ids, since a
+// kernel call of 64 ids spends much of it on rows whose prefetch its thread
+// only issued when the call began.
 constexpr size_t kBagsPerTask = 64;
+constexpr int64_t kIdsPerTask = 1024;
 constexpr size_t kMinValuesForThreads = 1 << 16;
 
 struct Task {
@@ -254,6 +259,9 @@ struct Call {
     bag.weights = t.per_sample_weights ? t.per_sample_weights->data() : nullptr;
     bag.padding_idx = p.padding;
     bag.mean = t.mode == PoolMode::kMean;
+    // Every id of the table was checked: the kernel may prefetch past this
+    // task's bags into the next task's, which one thread runs in a row.
+    bag.lookahead_end = t.indices.size();
     std::vector<float> scratch;
     float* out = nullptr;
     if (out32) {
@@ -331,7 +339,12 @@ Status pool_tables(std::span<const TableBags> tables, float* out32, uint16_t* ou
 
   std::vector<Task> tasks;
   for (const PreparedTable& p : prepared) {
-    for (size_t b = 0; b < batch; b += kBagsPerTask) tasks.push_back({&p, b, std::min(kBagsPerTask, batch - b)});
+    for (size_t b = 0; b < batch;) {
+      size_t e = std::min(batch, b + kBagsPerTask);
+      while (e < batch && p.offsets[e] - p.offsets[b] < kIdsPerTask) e = std::min(batch, e + kBagsPerTask);
+      tasks.push_back({&p, b, e - b});
+      b = e;
+    }
   }
   std::vector<Status> status(tasks.size());
   Call call{&tasks, total_dim, out32, out16, type, &status};

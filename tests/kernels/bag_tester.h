@@ -103,6 +103,9 @@ class BagTester {
     std::vector<float> want(out_size);
     FillPoison(want);
     i64_fn(ref, family)(p, ids.data(), bag, want.data());
+    // The kernels under test may read every id ahead (their prefetch): under
+    // the sanitizers, a read past the ids fails.
+    bag.lookahead_end = n;
     for (bool i32 : {false, true}) {
       std::vector<float> got(out_size);
       FillPoison(got);
