@@ -173,13 +173,32 @@ inline void pack_int4(uint8_t* row, int64_t col, int8_t v) {
                 : static_cast<uint8_t>((b & 0xF0) | nib);
 }
 
+// Every op type, in one list: X(enumerator, name, inputs, outputs).
+//  - Gather: inputs {table, indices}; param axis.
+//  - Convert: inputs {x}; requantizes into the output's encoding.
+//  - RequantGather (fused): inputs {pcq weight, indices}; the output's
+//    encoding; an optional intermediate encoding (the legacy approximation).
+// How each runs (its checks, reference and kernels) is the runtime's op
+// registry, one entry per type.
+#define QEMB_OP_TYPES(X)                    \
+  X(kGather, "Gather", 2, 1)                \
+  X(kConvert, "Convert", 1, 1)              \
+  X(kRequantGather, "RequantGather", 2, 1)
+
 enum class OpType {
-  kGather,          // inputs {table, indices}; param axis
-  kConvert,         // inputs {x}; requantize into the output's encoding
-  kRequantGather,   // fused: inputs {pcq weight, indices}; output encoding;
-                    // optional intermediate encoding (legacy approximation)
+#define QEMB_OP_ENUMERATOR(type, ...) type,
+  QEMB_OP_TYPES(QEMB_OP_ENUMERATOR)
+#undef QEMB_OP_ENUMERATOR
+};
+inline constexpr OpType kAllOpTypes[] = {
+#define QEMB_OP_ENTRY(type, ...) OpType::type,
+    QEMB_OP_TYPES(QEMB_OP_ENTRY)
+#undef QEMB_OP_ENTRY
 };
 const char* to_string(OpType type);  // "Gather", "Convert", "RequantGather"
+// How many inputs and outputs an op of `type` has.
+int op_input_count(OpType type);
+int op_output_count(OpType type);
 Result<OpType> parse_op_type(const std::string& s);
 
 struct Op {

@@ -33,11 +33,35 @@ const char* to_string(DataType dtype) {
 
 const char* to_string(OpType type) {
   switch (type) {
-    case OpType::kGather: return "Gather";
-    case OpType::kConvert: return "Convert";
-    case OpType::kRequantGather: return "RequantGather";
+#define QEMB_OP_NAME(t, name, ...) \
+  case OpType::t:                  \
+    return name;
+    QEMB_OP_TYPES(QEMB_OP_NAME)
+#undef QEMB_OP_NAME
   }
   return "?";
+}
+
+int op_input_count(OpType type) {
+  switch (type) {
+#define QEMB_OP_INPUTS(t, name, inputs, outputs) \
+  case OpType::t:                                \
+    return inputs;
+    QEMB_OP_TYPES(QEMB_OP_INPUTS)
+#undef QEMB_OP_INPUTS
+  }
+  return -1;
+}
+
+int op_output_count(OpType type) {
+  switch (type) {
+#define QEMB_OP_OUTPUTS(t, name, inputs, outputs) \
+  case OpType::t:                                 \
+    return outputs;
+    QEMB_OP_TYPES(QEMB_OP_OUTPUTS)
+#undef QEMB_OP_OUTPUTS
+  }
+  return -1;
 }
 
 Result<TensorKind> parse_tensor_kind(const std::string& s) {
@@ -53,7 +77,7 @@ Result<DataType> parse_data_type(const std::string& s) {
 }
 
 Result<OpType> parse_op_type(const std::string& s) {
-  for (auto t : {OpType::kGather, OpType::kConvert, OpType::kRequantGather})
+  for (OpType t : kAllOpTypes)
     if (s == to_string(t)) return t;
   return make_error(ErrorCode::kParseError, "unknown op type '" + s + "'");
 }
@@ -370,8 +394,8 @@ Status Graph::check() const {
     }
   }
   for (const auto& op : ops) {
-    size_t want_inputs = op.type == OpType::kConvert ? 1 : 2;
-    if (op.inputs.size() != want_inputs || op.outputs.size() != 1)
+    if (op.inputs.size() != static_cast<size_t>(op_input_count(op.type)) ||
+        op.outputs.size() != static_cast<size_t>(op_output_count(op.type)))
       return make_error(ErrorCode::kCorrupt, "op '" + op.name + "' has the wrong number of inputs or outputs");
     for (const auto& n : op.inputs)
       if (!names.count(n)) return make_error(ErrorCode::kCorrupt, "op '" + op.name + "' reads unknown tensor '" + n + "'");

@@ -1259,7 +1259,7 @@ HWY_AFTER_NAMESPACE();
 
 namespace qemb {
 
-#define QEMB_EXPORT_KERNEL(name, type) HWY_EXPORT(name);
+#define QEMB_EXPORT_KERNEL(name, ...) HWY_EXPORT(name);
 QEMB_GATHER_KERNELS(QEMB_EXPORT_KERNEL)
 #undef QEMB_EXPORT_KERNEL
 
@@ -1270,7 +1270,7 @@ bool make_kernel_set(int64_t target, KernelSet& set) {
   set.isa = hwy::TargetName(target);
   set.hwy_target = target;
   bool complete = true;
-#define QEMB_FILL_KERNEL(name, type)               \
+#define QEMB_FILL_KERNEL(name, ...)                \
   set.name = HWY_DISPATCH_TABLE(name)[index];      \
   complete = complete && set.name != nullptr;
   QEMB_GATHER_KERNELS(QEMB_FILL_KERNEL)
@@ -1318,7 +1318,7 @@ const KernelSet* find_kernel_set(std::string_view isa) {
 
 const char* kernel_stem(GatherKernel k) {
   switch (k) {
-#define QEMB_KERNEL_STEM(name, type) \
+#define QEMB_KERNEL_STEM(name, ...) \
   case GatherKernel::name:           \
     return #name;
     QEMB_GATHER_KERNELS(QEMB_KERNEL_STEM)

@@ -15,8 +15,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "qemb/numeric.h"
@@ -93,48 +95,54 @@ using BagI64Fn = void (*)(const RequantGatherParams& table, const int64_t* ids,
 using BagI32Fn = void (*)(const RequantGatherParams& table, const int32_t* ids,
                           const BagParams& bag, float* out);
 
-// The one list of gather kernels: KernelSet's fields, GatherKernel's
-// enumerators and kernel names are all generated from it.
-//   X(field / name stem, function type)
-#define QEMB_GATHER_KERNELS(X)                       \
-  X(gather_u16, GatherU16Fn)                         \
-  X(gather_u16_f32, GatherU16F32Fn)                  \
-  X(gather_u16_f16, GatherU16HalfFn)                 \
-  X(gather_u16_bf16, GatherU16HalfFn)                \
-  X(requant_gather_s4_u16, RequantGatherU16Fn)       \
-  X(requant_gather_s4_f32, RequantGatherF32Fn)       \
-  X(requant_gather_s4_f16, RequantGatherHalfFn)      \
-  X(requant_gather_s4_bf16, RequantGatherHalfFn)     \
-  X(requant_gather_s8_u16, RequantGatherU16Fn)       \
-  X(requant_gather_s8_f32, RequantGatherF32Fn)       \
-  X(requant_gather_s8_f16, RequantGatherHalfFn)      \
-  X(requant_gather_s8_bf16, RequantGatherHalfFn)     \
-  X(legacy_gather_s4_u16, RequantGatherU16Fn)        \
-  X(legacy_gather_s4_f32, RequantGatherF32Fn)        \
-  X(legacy_gather_s4_f16, RequantGatherHalfFn)       \
-  X(legacy_gather_s4_bf16, RequantGatherHalfFn)      \
-  X(legacy_gather_s8_u16, RequantGatherU16Fn)        \
-  X(legacy_gather_s8_f32, RequantGatherF32Fn)        \
-  X(legacy_gather_s8_f16, RequantGatherHalfFn)       \
-  X(legacy_gather_s8_bf16, RequantGatherHalfFn)      \
-  X(bag_u16_i32, BagI32Fn)                           \
-  X(bag_u16_i64, BagI64Fn)                           \
-  X(requant_bag_s4_i32, BagI32Fn)                    \
-  X(requant_bag_s4_i64, BagI64Fn)                    \
-  X(requant_bag_s8_i32, BagI32Fn)                    \
-  X(requant_bag_s8_i64, BagI64Fn)                    \
-  X(legacy_bag_s4_i32, BagI32Fn)                     \
-  X(legacy_bag_s4_i64, BagI64Fn)                     \
-  X(legacy_bag_s8_i32, BagI32Fn)                     \
-  X(legacy_bag_s8_i64, BagI64Fn)
+// Which plan a kernel serves (the fused gathers' pattern, or the
+// materialized uint16 table), and what one call of it writes.
+enum class KernelFamily { kMaterialized, kOptimized, kLegacy };
+enum class KernelForm { kU16, kF32, kF16, kBF16, kBagI32, kBagI64 };
+
+// The one list of kernels: KernelSet's fields, GatherKernel's enumerators,
+// kernel names and the runtime's choice of kernel (find_kernel, kernel_fn)
+// are all generated from it.
+//   X(field / name stem, function type, family, weight bits (16: the uint16 table), form)
+#define QEMB_GATHER_KERNELS(X)                                                \
+  X(gather_u16,             GatherU16Fn,         kMaterialized, 16, kU16)     \
+  X(gather_u16_f32,         GatherU16F32Fn,      kMaterialized, 16, kF32)     \
+  X(gather_u16_f16,         GatherU16HalfFn,     kMaterialized, 16, kF16)     \
+  X(gather_u16_bf16,        GatherU16HalfFn,     kMaterialized, 16, kBF16)    \
+  X(requant_gather_s4_u16,  RequantGatherU16Fn,  kOptimized,    4,  kU16)     \
+  X(requant_gather_s4_f32,  RequantGatherF32Fn,  kOptimized,    4,  kF32)     \
+  X(requant_gather_s4_f16,  RequantGatherHalfFn, kOptimized,    4,  kF16)     \
+  X(requant_gather_s4_bf16, RequantGatherHalfFn, kOptimized,    4,  kBF16)    \
+  X(requant_gather_s8_u16,  RequantGatherU16Fn,  kOptimized,    8,  kU16)     \
+  X(requant_gather_s8_f32,  RequantGatherF32Fn,  kOptimized,    8,  kF32)     \
+  X(requant_gather_s8_f16,  RequantGatherHalfFn, kOptimized,    8,  kF16)     \
+  X(requant_gather_s8_bf16, RequantGatherHalfFn, kOptimized,    8,  kBF16)    \
+  X(legacy_gather_s4_u16,   RequantGatherU16Fn,  kLegacy,       4,  kU16)     \
+  X(legacy_gather_s4_f32,   RequantGatherF32Fn,  kLegacy,       4,  kF32)     \
+  X(legacy_gather_s4_f16,   RequantGatherHalfFn, kLegacy,       4,  kF16)     \
+  X(legacy_gather_s4_bf16,  RequantGatherHalfFn, kLegacy,       4,  kBF16)    \
+  X(legacy_gather_s8_u16,   RequantGatherU16Fn,  kLegacy,       8,  kU16)     \
+  X(legacy_gather_s8_f32,   RequantGatherF32Fn,  kLegacy,       8,  kF32)     \
+  X(legacy_gather_s8_f16,   RequantGatherHalfFn, kLegacy,       8,  kF16)     \
+  X(legacy_gather_s8_bf16,  RequantGatherHalfFn, kLegacy,       8,  kBF16)    \
+  X(bag_u16_i32,            BagI32Fn,            kMaterialized, 16, kBagI32)  \
+  X(bag_u16_i64,            BagI64Fn,            kMaterialized, 16, kBagI64)  \
+  X(requant_bag_s4_i32,     BagI32Fn,            kOptimized,    4,  kBagI32)  \
+  X(requant_bag_s4_i64,     BagI64Fn,            kOptimized,    4,  kBagI64)  \
+  X(requant_bag_s8_i32,     BagI32Fn,            kOptimized,    8,  kBagI32)  \
+  X(requant_bag_s8_i64,     BagI64Fn,            kOptimized,    8,  kBagI64)  \
+  X(legacy_bag_s4_i32,      BagI32Fn,            kLegacy,       4,  kBagI32)  \
+  X(legacy_bag_s4_i64,      BagI64Fn,            kLegacy,       4,  kBagI64)  \
+  X(legacy_bag_s8_i32,      BagI32Fn,            kLegacy,       8,  kBagI32)  \
+  X(legacy_bag_s8_i64,      BagI64Fn,            kLegacy,       8,  kBagI64)
 
 enum class GatherKernel : int {
-#define QEMB_KERNEL_ENUMERATOR(name, type) name,
+#define QEMB_KERNEL_ENUMERATOR(name, ...) name,
   QEMB_GATHER_KERNELS(QEMB_KERNEL_ENUMERATOR)
 #undef QEMB_KERNEL_ENUMERATOR
 };
 inline constexpr int kNumGatherKernels = 0
-#define QEMB_KERNEL_COUNT(name, type) +1
+#define QEMB_KERNEL_COUNT(name, ...) +1
     QEMB_GATHER_KERNELS(QEMB_KERNEL_COUNT)
 #undef QEMB_KERNEL_COUNT
     ;
@@ -145,10 +153,40 @@ struct KernelSet {
   // or "REFERENCE" for scalar_reference_kernels().
   const char* isa = "";
   int64_t hwy_target = 0;  // the Highway target bit; 0 for the reference
-#define QEMB_KERNEL_FIELD(name, type) type name = nullptr;
+#define QEMB_KERNEL_FIELD(name, type, ...) type name = nullptr;
   QEMB_GATHER_KERNELS(QEMB_KERNEL_FIELD)
 #undef QEMB_KERNEL_FIELD
 };
+
+// The kernel of `family` for `bits`-bit weights (16 for the materialized
+// table) that writes `form`, from the list above; nullopt when there is none.
+constexpr std::optional<GatherKernel> find_kernel(KernelFamily family, int bits, KernelForm form) {
+  struct Row { GatherKernel kernel; KernelFamily family; int bits; KernelForm form; };
+  constexpr Row rows[] = {
+#define QEMB_KERNEL_ROW(name, type, family, bits, form) \
+  {GatherKernel::name, KernelFamily::family, bits, KernelForm::form},
+      QEMB_GATHER_KERNELS(QEMB_KERNEL_ROW)
+#undef QEMB_KERNEL_ROW
+  };
+  for (const Row& r : rows)
+    if (r.family == family && r.bits == bits && r.form == form) return r.kernel;
+  return std::nullopt;
+}
+
+// Kernel `k` of `set` as its function type Fn, or nullptr when `k` has
+// another type: one generated switch instead of a hand-written one per type.
+template <typename Fn>
+Fn kernel_fn(const KernelSet& set, GatherKernel k) {
+  switch (k) {
+#define QEMB_KERNEL_CASE(name, type, ...)                          \
+  case GatherKernel::name:                                        \
+    if constexpr (std::is_same_v<Fn, type>) return set.name;      \
+    return nullptr;
+    QEMB_GATHER_KERNELS(QEMB_KERNEL_CASE)
+#undef QEMB_KERNEL_CASE
+  }
+  return nullptr;
+}
 
 // The best instruction set this CPU supports, chosen on first use.
 const KernelSet& best_kernels();

@@ -188,13 +188,7 @@ struct BagKernel {
 
 BagKernel bag_kernel(const EmbeddingTable::Impl& impl) {
   const KernelSet& k = *impl.runtime->kernels;
-  if (impl.plan.kind == ExecutionPlan::Kind::kMaterialized) return {k.bag_u16_i64, k.bag_u16_i32};
-  switch (impl.plan.u16_kernel) {
-    case GatherKernel::requant_gather_s4_u16: return {k.requant_bag_s4_i64, k.requant_bag_s4_i32};
-    case GatherKernel::requant_gather_s8_u16: return {k.requant_bag_s8_i64, k.requant_bag_s8_i32};
-    case GatherKernel::legacy_gather_s4_u16: return {k.legacy_bag_s4_i64, k.legacy_bag_s4_i32};
-    default: return {k.legacy_bag_s8_i64, k.legacy_bag_s8_i32};
-  }
+  return {kernel_fn<BagI64Fn>(k, impl.plan.bag_i64_kernel), kernel_fn<BagI32Fn>(k, impl.plan.bag_i32_kernel)};
 }
 
 // A graph only the reference interpreter runs: look the chunk's ids up into
@@ -370,16 +364,7 @@ const EmbeddingTable* bag_table(const TableBags& bags) {
 std::string bag_kernel_name(const EmbeddingTable& table) {
   const EmbeddingTable::Impl& impl = table_impl(table);
   if (impl.plan.kind == ExecutionPlan::Kind::kInterpreted) return "reference_interpreter";
-  GatherKernel k = GatherKernel::bag_u16_i64;
-  if (impl.plan.kind == ExecutionPlan::Kind::kRequant) {
-    switch (impl.plan.u16_kernel) {
-      case GatherKernel::requant_gather_s4_u16: k = GatherKernel::requant_bag_s4_i64; break;
-      case GatherKernel::requant_gather_s8_u16: k = GatherKernel::requant_bag_s8_i64; break;
-      case GatherKernel::legacy_gather_s4_u16: k = GatherKernel::legacy_bag_s4_i64; break;
-      default: k = GatherKernel::legacy_bag_s8_i64; break;
-    }
-  }
-  return kernel_name(*impl.runtime->kernels, k);
+  return kernel_name(*impl.runtime->kernels, impl.plan.bag_i64_kernel);
 }
 
 Status embedding_bags(std::span<const TableBags> tables, float* out) {

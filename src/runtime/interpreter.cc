@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/reference_ops.h"
+#include "runtime/op_registry.h"
 
 namespace qemb {
 
@@ -81,13 +82,10 @@ Result<GraphSignature> graph_signature(const Graph& graph) {
     if (op.outputs[0] == sig.indices->name)
       return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' writes the graph input '" +
                                                      sig.indices->name + "'");
-    if (op.type == OpType::kConvert) continue;
-    if (op.inputs[1] != sig.indices->name)
-      return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' gathers with '" + op.inputs[1] +
-                                                     "', not the graph input '" + sig.indices->name + "'");
-    if (op.axis != 0)
-      return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' gathers along axis " +
-                                                     std::to_string(op.axis) + "; only axis 0 is supported");
+    const OpRegistration* reg = find_op(op.type);
+    if (reg == nullptr) return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' has an unknown op type");
+    if (!reg->gathers_ids) continue;
+    QEMB_RETURN_IF_ERROR(reg->check(op, sig));
     ++gathers;
   }
   if (gathers != 1)
@@ -134,7 +132,68 @@ class SourceRows {
   Tensor one_row_;
 };
 
+size_t row_bytes(const Tensor& t, int64_t dim) { return row_storage_bytes(t.dtype, t.bitwidth(), dim); }
+
+// Gathers the ids' rows of input 0, requantized into the output's encoding,
+// through `intermediate` first when there is one (the fused legacy pattern).
+Status gather_rows(const Op& op, const ReferenceStep& step, const Encoding* intermediate) {
+  const int64_t dim = step.sig->dim;
+  const int64_t n = static_cast<int64_t>(step.ids.size());
+  const Tensor& in_t = *step.in_t;
+  const Tensor& out_t = *step.out_t;
+  if (op.inputs[1] != step.sig->indices->name || op.axis != 0)
+    return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' is not a gather of the input ids");
+  const size_t out_rb = row_bytes(out_t, dim);
+  SourceRows source(in_t, step.in_data, row_bytes(in_t, dim));
+  *step.out_rows = n;
+  step.out->assign(out_rb * static_cast<size_t>(n), 0);
+  Tensor inter;
+  std::vector<uint8_t> inter_row;
+  if (intermediate) {
+    inter.dtype = in_t.dtype;
+    inter.encoding = *intermediate;
+    inter_row.assign(row_bytes(inter, dim), 0);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = step.ids[static_cast<size_t>(i)];
+    if (r >= step.in_rows)  // ids were checked against the vocabulary, not against this tensor
+      return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' gathers row " + std::to_string(r) +
+                                                     " of '" + op.inputs[0] + "', which has " +
+                                                     std::to_string(step.in_rows) + " rows");
+    const uint8_t* src = source.row(r);
+    const Tensor& src_t = source.tensor();
+    const int64_t src_row = source.encoding_row(r);
+    uint8_t* dst = step.out->data() + i * out_rb;
+    if (intermediate) {
+      requantize_row(src, src_t, src_row, inter_row.data(), inter, 0, dim);
+      requantize_row(inter_row.data(), inter, 0, dst, out_t, i, dim);
+    } else {
+      requantize_row(src, src_t, src_row, dst, out_t, i, dim);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status reference_gather(const Op& op, const ReferenceStep& step) { return gather_rows(op, step, nullptr); }
+
+Status reference_requant_gather(const Op& op, const ReferenceStep& step) {
+  return gather_rows(op, step, op.intermediate ? &*op.intermediate : nullptr);
+}
+
+Status reference_convert(const Op& op, const ReferenceStep& step) {
+  const int64_t dim = step.sig->dim;
+  const size_t out_rb = row_bytes(*step.out_t, dim);
+  SourceRows source(*step.in_t, step.in_data, row_bytes(*step.in_t, dim));
+  *step.out_rows = step.in_rows;
+  step.out->assign(out_rb * static_cast<size_t>(step.in_rows), 0);
+  for (int64_t r = 0; r < step.in_rows; ++r) {
+    const uint8_t* src = source.row(r);
+    requantize_row(src, source.tensor(), source.encoding_row(r), step.out->data() + r * out_rb, *step.out_t, r, dim);
+  }
+  return Status::Ok();
+}
 
 Status interpret_graph(const Graph& graph, const GraphSignature& sig,
                        std::span<const int64_t> ids, uint8_t* out) {
@@ -151,57 +210,18 @@ Status interpret_graph(const Graph& graph, const GraphSignature& sig,
     }
     return nullptr;
   };
-  const int64_t dim = sig.dim;
   const int64_t n = static_cast<int64_t>(ids.size());
-  auto row_bytes = [dim](const Tensor& t) { return row_storage_bytes(t.dtype, t.bitwidth(), dim); };
-
   for (const Op& op : graph.ops) {
     const Tensor& out_t = *graph.find_tensor(op.outputs[0]);
     const Tensor& in_t = *graph.find_tensor(op.inputs[0]);
     Value* in = lookup(op.inputs[0]);
     if (in == nullptr)
       return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' reads a tensor never produced");
+    const OpRegistration* reg = find_op(op.type);
+    if (reg == nullptr) return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' has an unknown op type");
     Value result;
-    const size_t in_rb = row_bytes(in_t), out_rb = row_bytes(out_t);
-    SourceRows source(in_t, in->data, in_rb);
-    if (op.type == OpType::kConvert) {
-      result.rows = in->rows;
-      result.owned.assign(out_rb * static_cast<size_t>(in->rows), 0);
-      for (int64_t r = 0; r < in->rows; ++r) {
-        const uint8_t* src = source.row(r);
-        requantize_row(src, source.tensor(), source.encoding_row(r), result.owned.data() + r * out_rb, out_t, r,
-                       dim);
-      }
-    } else {
-      if (op.inputs[1] != sig.indices->name || op.axis != 0)
-        return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' is not a gather of the input ids");
-      result.rows = n;
-      result.owned.assign(out_rb * static_cast<size_t>(n), 0);
-      Tensor inter;
-      std::vector<uint8_t> inter_row;
-      if (op.intermediate) {
-        inter.dtype = in_t.dtype;
-        inter.encoding = *op.intermediate;
-        inter_row.assign(row_bytes(inter), 0);
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t r = ids[static_cast<size_t>(i)];
-        if (r >= in->rows)  // ids were checked against the vocabulary, not against this tensor
-          return make_error(ErrorCode::kUnsupported, "op '" + op.name + "' gathers row " + std::to_string(r) +
-                                                         " of '" + op.inputs[0] + "', which has " +
-                                                         std::to_string(in->rows) + " rows");
-        const uint8_t* src = source.row(r);
-        const Tensor& src_t = source.tensor();
-        const int64_t src_row = source.encoding_row(r);
-        uint8_t* dst = result.owned.data() + i * out_rb;
-        if (op.type == OpType::kRequantGather && op.intermediate) {
-          requantize_row(src, src_t, src_row, inter_row.data(), inter, 0, dim);
-          requantize_row(inter_row.data(), inter, 0, dst, out_t, i, dim);
-        } else {
-          requantize_row(src, src_t, src_row, dst, out_t, i, dim);
-        }
-      }
-    }
+    const ReferenceStep step{&sig, ids, &in_t, in->data, in->rows, &out_t, &result.owned, &result.rows};
+    QEMB_RETURN_IF_ERROR(reg->reference(op, step));
     result.data = result.owned.data();
     values[op.outputs[0]] = std::move(result);
     values[op.outputs[0]].data = values[op.outputs[0]].owned.data();
@@ -209,7 +229,8 @@ Status interpret_graph(const Graph& graph, const GraphSignature& sig,
   Value* final_value = lookup(sig.output->name);
   if (final_value == nullptr || final_value->rows != n)
     return make_error(ErrorCode::kUnsupported, "the graph never writes its output");
-  std::memcpy(out, final_value->data, static_cast<size_t>(n) * row_bytes(*sig.output));
+  std::memcpy(out, final_value->data,
+              static_cast<size_t>(n) * row_storage_bytes(sig.output->dtype, sig.output->bitwidth(), sig.dim));
   return Status::Ok();
 }
 

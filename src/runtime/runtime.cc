@@ -1,6 +1,7 @@
 #include "qemb/runtime.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <thread>
 #include <type_traits>
@@ -9,20 +10,12 @@
 #include "qemb/half.h"
 #include "kernels/kernels.h"
 #include "runtime/interpreter.h"
+#include "runtime/op_registry.h"
 #include "runtime/runtime_impl.h"
 
 namespace qemb {
 
 namespace {
-
-bool symmetric_per_axis_weight(const Tensor* t) {
-  if (t == nullptr || t->kind != TensorKind::kStatic || t->dtype != DataType::kSFixedPoint8 ||
-      !t->encoding.is_per_axis() || t->encoding.axis != 0 || t->shape.size() != 2)
-    return false;
-  if (t->interleaved()) return true;  // offsets 0 by construction
-  return std::all_of(t->encoding.offsets.begin(), t->encoding.offsets.end(),
-                     [](int32_t o) { return o == 0; });
-}
 
 ActivationEncoding act_of(const Tensor& out) {
   ActivationEncoding a;
@@ -31,22 +24,27 @@ ActivationEncoding act_of(const Tensor& out) {
   return a;
 }
 
-// The legacy intermediate is the kernels' model only when it is the max-scale,
-// zero-offset, same-bitwidth per-tensor approximation.
-bool legacy_intermediate_matches(const Encoding& inter, const Tensor& weight) {
-  if (!inter.is_per_tensor() || inter.offset != 0 || inter.bitwidth != weight.bitwidth()) return false;
-  // The kernels compute the interpreter's result for any per-tensor scale;
-  // the max is compared only where it is free (an interleaved table's
-  // scales are spread over the whole file, and reading them at load would
-  // page in all of it).
-  if (weight.interleaved()) return true;
-  float max_scale = 0.0f;
-  for (float s : weight.encoding.scales) max_scale = std::max(max_scale, s);
-  return inter.scale == max_scale;
+// The kernels of `family` at `bits` for every form; false when the list has
+// none (the plan then stays on the interpreter).
+bool set_kernels(ExecutionPlan& plan, KernelFamily family, int bits) {
+  const std::optional<GatherKernel> u16 = find_kernel(family, bits, KernelForm::kU16),
+                                    f32 = find_kernel(family, bits, KernelForm::kF32),
+                                    f16 = find_kernel(family, bits, KernelForm::kF16),
+                                    bf16 = find_kernel(family, bits, KernelForm::kBF16),
+                                    bag_i32 = find_kernel(family, bits, KernelForm::kBagI32),
+                                    bag_i64 = find_kernel(family, bits, KernelForm::kBagI64);
+  if (!u16 || !f32 || !f16 || !bf16 || !bag_i32 || !bag_i64) return false;
+  plan.u16_kernel = *u16;
+  plan.f32_kernel = *f32;
+  plan.f16_kernel = *f16;
+  plan.bf16_kernel = *bf16;
+  plan.bag_i32_kernel = *bag_i32;
+  plan.bag_i64_kernel = *bag_i64;
+  return true;
 }
 
-void set_requant(ExecutionPlan& plan, const Tensor& weight, bool legacy, float max_scale) {
-  const bool s4 = weight.bitwidth() == 4;
+void set_requant(ExecutionPlan& plan, const Tensor& weight, KernelFamily family, float max_scale) {
+  if (!set_kernels(plan, family, weight.bitwidth())) return;
   plan.kind = ExecutionPlan::Kind::kRequant;
   if (weight.interleaved()) {
     // One contiguous record a row: its scale, then its values.
@@ -60,53 +58,25 @@ void set_requant(ExecutionPlan& plan, const Tensor& weight, bool legacy, float m
   plan.requant.dim = static_cast<size_t>(weight.shape[1]);
   plan.requant.act = plan.act;
   plan.requant.max_scale = max_scale;
-  if (legacy) {
-    plan.u16_kernel = s4 ? GatherKernel::legacy_gather_s4_u16 : GatherKernel::legacy_gather_s8_u16;
-    plan.f32_kernel = s4 ? GatherKernel::legacy_gather_s4_f32 : GatherKernel::legacy_gather_s8_f32;
-    plan.f16_kernel = s4 ? GatherKernel::legacy_gather_s4_f16 : GatherKernel::legacy_gather_s8_f16;
-    plan.bf16_kernel = s4 ? GatherKernel::legacy_gather_s4_bf16 : GatherKernel::legacy_gather_s8_bf16;
-  } else {
-    plan.u16_kernel = s4 ? GatherKernel::requant_gather_s4_u16 : GatherKernel::requant_gather_s8_u16;
-    plan.f32_kernel = s4 ? GatherKernel::requant_gather_s4_f32 : GatherKernel::requant_gather_s8_f32;
-    plan.f16_kernel = s4 ? GatherKernel::requant_gather_s4_f16 : GatherKernel::requant_gather_s8_f16;
-    plan.bf16_kernel = s4 ? GatherKernel::requant_gather_s4_bf16 : GatherKernel::requant_gather_s8_bf16;
-  }
 }
 
-// Recognises the three runtime graph shapes the kernels implement; anything
-// else runs on the reference interpreter. Both serve only graphs that
-// graph_signature accepted.
+// Walks the graph's op chain through the op registry: each op advances the
+// kernel choice or hands the graph to the reference interpreter. Both serve
+// only graphs that graph_signature accepted.
 ExecutionPlan plan_for(const Graph& g, const GraphSignature& sig) {
   ExecutionPlan plan;
   plan.act = act_of(*sig.output);  // graph_signature checked the offset
-  const auto& ops = g.ops;
-  if (ops.size() == 1 && ops[0].type == OpType::kGather) {
-    const Tensor* table = g.find_tensor(ops[0].inputs[0]);
-    if (table && table->kind == TensorKind::kStatic && table->dtype == DataType::kUFixedPoint16 &&
-        table->encoding == sig.output->encoding && table->shape.size() == 2) {
-      plan.kind = ExecutionPlan::Kind::kMaterialized;
-      plan.table = reinterpret_cast<const uint16_t*>(table->data->data());
-    }
-    return plan;
+  KernelChoice choice;
+  for (const Op& op : g.ops) {
+    const OpRegistration* reg = find_op(op.type);
+    if (reg == nullptr || !reg->select(op, g, choice)) return plan;
   }
-  if (ops.size() == 1 && ops[0].type == OpType::kRequantGather) {
-    const Tensor* w = g.find_tensor(ops[0].inputs[0]);
-    if (!symmetric_per_axis_weight(w)) return plan;
-    if (!ops[0].intermediate) {
-      set_requant(plan, *w, false, 0.0f);
-    } else if (legacy_intermediate_matches(*ops[0].intermediate, *w)) {
-      set_requant(plan, *w, true, ops[0].intermediate->scale);
-    }
-    return plan;
-  }
-  if (ops.size() == 2 && ops[0].type == OpType::kGather && ops[1].type == OpType::kConvert &&
-      ops[1].inputs[0] == ops[0].outputs[0]) {
-    // The legacy pattern as lowered: Gather into the per-tensor intermediate, then Convert.
-    const Tensor* w = g.find_tensor(ops[0].inputs[0]);
-    const Tensor* inter = g.find_tensor(ops[0].outputs[0]);
-    if (symmetric_per_axis_weight(w) && inter && inter->dtype == DataType::kSFixedPoint8 &&
-        legacy_intermediate_matches(inter->encoding, *w))
-      set_requant(plan, *w, true, inter->encoding.scale);
+  if (choice.state == KernelChoice::State::kMaterialized) {
+    if (!set_kernels(plan, KernelFamily::kMaterialized, 16)) return plan;
+    plan.kind = ExecutionPlan::Kind::kMaterialized;
+    plan.table = reinterpret_cast<const uint16_t*>(choice.table->data->data());
+  } else if (choice.state == KernelChoice::State::kFused) {
+    set_requant(plan, *choice.table, choice.family, choice.max_scale);
   }
   return plan;
 }
@@ -142,44 +112,16 @@ struct KernelCall {
     const bool materialized = plan->kind == ExecutionPlan::Kind::kMaterialized;
     if constexpr (K == OutKind::kU16) {
       if (materialized) kernels->gather_u16(plan->table, dim, id, count, o);
-      else requant_u16(plan->u16_kernel)(plan->requant, id, count, o);
+      else kernel_fn<RequantGatherU16Fn>(*kernels, plan->u16_kernel)(plan->requant, id, count, o);
     } else if constexpr (K == OutKind::kF32) {
       if (materialized) kernels->gather_u16_f32(plan->table, dim, plan->act, id, count, o);
-      else requant_f32(plan->f32_kernel)(plan->requant, id, count, o);
+      else kernel_fn<RequantGatherF32Fn>(*kernels, plan->f32_kernel)(plan->requant, id, count, o);
     } else if constexpr (K == OutKind::kF16) {
       if (materialized) kernels->gather_u16_f16(plan->table, dim, plan->act, id, count, o);
-      else requant_half(plan->f16_kernel)(plan->requant, id, count, o);
+      else kernel_fn<RequantGatherHalfFn>(*kernels, plan->f16_kernel)(plan->requant, id, count, o);
     } else {
       if (materialized) kernels->gather_u16_bf16(plan->table, dim, plan->act, id, count, o);
-      else requant_half(plan->bf16_kernel)(plan->requant, id, count, o);
-    }
-  }
-  RequantGatherU16Fn requant_u16(GatherKernel k) const {
-    switch (k) {
-      case GatherKernel::requant_gather_s4_u16: return kernels->requant_gather_s4_u16;
-      case GatherKernel::requant_gather_s8_u16: return kernels->requant_gather_s8_u16;
-      case GatherKernel::legacy_gather_s4_u16: return kernels->legacy_gather_s4_u16;
-      default: return kernels->legacy_gather_s8_u16;
-    }
-  }
-  RequantGatherF32Fn requant_f32(GatherKernel k) const {
-    switch (k) {
-      case GatherKernel::requant_gather_s4_f32: return kernels->requant_gather_s4_f32;
-      case GatherKernel::requant_gather_s8_f32: return kernels->requant_gather_s8_f32;
-      case GatherKernel::legacy_gather_s4_f32: return kernels->legacy_gather_s4_f32;
-      default: return kernels->legacy_gather_s8_f32;
-    }
-  }
-  RequantGatherHalfFn requant_half(GatherKernel k) const {
-    switch (k) {
-      case GatherKernel::requant_gather_s4_f16: return kernels->requant_gather_s4_f16;
-      case GatherKernel::requant_gather_s4_bf16: return kernels->requant_gather_s4_bf16;
-      case GatherKernel::requant_gather_s8_f16: return kernels->requant_gather_s8_f16;
-      case GatherKernel::requant_gather_s8_bf16: return kernels->requant_gather_s8_bf16;
-      case GatherKernel::legacy_gather_s4_f16: return kernels->legacy_gather_s4_f16;
-      case GatherKernel::legacy_gather_s4_bf16: return kernels->legacy_gather_s4_bf16;
-      case GatherKernel::legacy_gather_s8_f16: return kernels->legacy_gather_s8_f16;
-      default: return kernels->legacy_gather_s8_bf16;
+      else kernel_fn<RequantGatherHalfFn>(*kernels, plan->bf16_kernel)(plan->requant, id, count, o);
     }
   }
   static void task(void* ctx, size_t begin, size_t count) {

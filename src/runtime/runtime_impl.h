@@ -19,10 +19,13 @@ struct ExecutionPlan {
   Kind kind = Kind::kInterpreted;
   const uint16_t* table = nullptr;  // kMaterialized
   RequantGatherParams requant;      // kRequant
+  // The kernel of each form, from the kernel list (find_kernel).
   GatherKernel u16_kernel = GatherKernel::gather_u16;
   GatherKernel f32_kernel = GatherKernel::gather_u16_f32;
   GatherKernel f16_kernel = GatherKernel::gather_u16_f16;
   GatherKernel bf16_kernel = GatherKernel::gather_u16_bf16;
+  GatherKernel bag_i32_kernel = GatherKernel::bag_u16_i32;
+  GatherKernel bag_i64_kernel = GatherKernel::bag_u16_i64;
   ActivationEncoding act;
 };
 

@@ -16,7 +16,7 @@ namespace {
 
 bool complete(const KernelSet& set) {
   bool all = true;
-#define QEMB_CHECK_FIELD(name, type) all = all && set.name != nullptr;
+#define QEMB_CHECK_FIELD(name, ...) all = all && set.name != nullptr;
   QEMB_GATHER_KERNELS(QEMB_CHECK_FIELD)
 #undef QEMB_CHECK_FIELD
   return all;
