@@ -4,6 +4,7 @@
 #include <bit>
 #include <climits>
 #include <cstring>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -31,37 +32,36 @@ const char* to_string(DataType dtype) {
   return "?";
 }
 
+namespace {
+
+// QEMB_OP_TYPES as a table, indexed by OpType; nullptr for a value outside it.
+struct OpTypeRow {
+  const char* name;
+  int inputs, outputs;
+};
+const OpTypeRow* op_type_row(OpType type) {
+  static constexpr OpTypeRow rows[] = {
+#define QEMB_OP_ROW(t, name, inputs, outputs) {name, inputs, outputs},
+      QEMB_OP_TYPES(QEMB_OP_ROW)
+#undef QEMB_OP_ROW
+  };
+  const auto i = static_cast<size_t>(type);
+  return i < std::size(rows) ? &rows[i] : nullptr;
+}
+
+}  // namespace
+
 const char* to_string(OpType type) {
-  switch (type) {
-#define QEMB_OP_NAME(t, name, ...) \
-  case OpType::t:                  \
-    return name;
-    QEMB_OP_TYPES(QEMB_OP_NAME)
-#undef QEMB_OP_NAME
-  }
-  return "?";
+  const OpTypeRow* row = op_type_row(type);
+  return row ? row->name : "?";
 }
-
 int op_input_count(OpType type) {
-  switch (type) {
-#define QEMB_OP_INPUTS(t, name, inputs, outputs) \
-  case OpType::t:                                \
-    return inputs;
-    QEMB_OP_TYPES(QEMB_OP_INPUTS)
-#undef QEMB_OP_INPUTS
-  }
-  return -1;
+  const OpTypeRow* row = op_type_row(type);
+  return row ? row->inputs : -1;
 }
-
 int op_output_count(OpType type) {
-  switch (type) {
-#define QEMB_OP_OUTPUTS(t, name, inputs, outputs) \
-  case OpType::t:                                 \
-    return outputs;
-    QEMB_OP_TYPES(QEMB_OP_OUTPUTS)
-#undef QEMB_OP_OUTPUTS
-  }
-  return -1;
+  const OpTypeRow* row = op_type_row(type);
+  return row ? row->outputs : -1;
 }
 
 Result<TensorKind> parse_tensor_kind(const std::string& s) {

@@ -16,6 +16,7 @@
 #include "qemb/artifact.h"
 #include "qemb/ir.h"
 #include "qemb/runtime.h"
+#include "support/graph_util.h"
 #include "support/test_util.h"
 
 namespace qemb {
@@ -28,14 +29,7 @@ const Encoding kAct = Encoding::per_tensor(0.001f, -100, 16);
 
 Tensor tensor(const std::string& name, TensorKind kind, DataType dtype, std::vector<int64_t> shape,
               Encoding encoding = kAct) {
-  Tensor t;
-  t.name = name;
-  t.kind = kind;
-  t.dtype = dtype;
-  t.shape = std::move(shape);
-  t.encoding = std::move(encoding);
-  if (kind == TensorKind::kStatic) t.data = std::make_shared<OwnedBuffer>(std::vector<uint8_t>(storage_bytes(t), 7));
-  return t;
+  return qemb::testing::graph_tensor(name, kind, dtype, std::move(shape), std::move(encoding));
 }
 
 Tensor table(const std::string& name = "table") {
@@ -47,14 +41,7 @@ Tensor native(const std::string& name, std::vector<int64_t> shape, Encoding enco
   return tensor(name, TensorKind::kNative, DataType::kUFixedPoint16, std::move(shape), std::move(encoding));
 }
 
-Op op(OpType type, const std::string& name, std::vector<std::string> inputs, const std::string& out) {
-  Op o;
-  o.type = type;
-  o.name = name;
-  o.inputs = std::move(inputs);
-  o.outputs = {out};
-  return o;
-}
+using qemb::testing::graph_op;
 
 class HostileGraph : public ::testing::Test {
  protected:
@@ -90,8 +77,8 @@ TEST_F(HostileGraph, ConvertOfANarrowStaticTensorIsRefused) {
   g.add_tensor(native("x", {0, kDim}));
   g.add_tensor(tensor("narrow", TensorKind::kStatic, DataType::kUFixedPoint16, {1, 1}));
   g.add_tensor(output());
-  g.add_op(op(OpType::kGather, "g", {"table", "ids"}, "x"));
-  g.add_op(op(OpType::kConvert, "c", {"narrow"}, "out"));
+  g.add_op(graph_op(OpType::kGather, "g", {"table", "ids"}, "x"));
+  g.add_op(graph_op(OpType::kConvert, "c", {"narrow"}, "out"));
   expect_refused(g, "op 'c' uses tensor 'narrow', which is not [rows, 3]");
 }
 
@@ -103,8 +90,8 @@ TEST_F(HostileGraph, GatheringTheIdsTwiceIsRefused) {
   g.add_tensor(ids());
   g.add_tensor(native("x", {0, kDim}));
   g.add_tensor(output());
-  g.add_op(op(OpType::kGather, "g1", {"table", "ids"}, "x"));
-  g.add_op(op(OpType::kGather, "g2", {"x", "ids"}, "out"));
+  g.add_op(graph_op(OpType::kGather, "g1", {"table", "ids"}, "x"));
+  g.add_op(graph_op(OpType::kGather, "g2", {"x", "ids"}, "out"));
   expect_refused(g, "the graph gathers the input ids 2 times; a lookup gathers them exactly once");
 }
 
@@ -116,7 +103,7 @@ TEST_F(HostileGraph, ConvertWithoutAGatherIsRefused) {
   g.add_tensor(table());
   g.add_tensor(ids());
   g.add_tensor(tensor("out", TensorKind::kAppRead, DataType::kUFixedPoint16, {kVocab, kDim}));
-  g.add_op(op(OpType::kConvert, "c", {"table"}, "out"));
+  g.add_op(graph_op(OpType::kConvert, "c", {"table"}, "out"));
   expect_refused(g, "the graph gathers the input ids 0 times; a lookup gathers them exactly once");
 }
 
@@ -125,7 +112,7 @@ TEST_F(HostileGraph, GatherAlongAxisOneIsRefused) {
   g.add_tensor(table());
   g.add_tensor(ids());
   g.add_tensor(output());
-  Op gather = op(OpType::kGather, "g", {"table", "ids"}, "out");
+  Op gather = graph_op(OpType::kGather, "g", {"table", "ids"}, "out");
   gather.axis = 1;
   g.add_op(gather);
   expect_refused(g, "op 'g' gathers along axis 1; only axis 0 is supported");
@@ -136,7 +123,7 @@ TEST_F(HostileGraph, GatherWithAnotherIndexTensorIsRefused) {
   g.add_tensor(table());
   g.add_tensor(ids());
   g.add_tensor(output());
-  g.add_op(op(OpType::kGather, "g", {"table", "table"}, "out"));
+  g.add_op(graph_op(OpType::kGather, "g", {"table", "table"}, "out"));
   expect_refused(g, "op 'g' gathers with 'table', not the graph input 'ids'");
 }
 
@@ -146,7 +133,7 @@ TEST_F(HostileGraph, GatherThatDoesNotWriteTheOutputIsRefused) {
   g.add_tensor(ids());
   g.add_tensor(native("x", {0, kDim}));
   g.add_tensor(output());
-  g.add_op(op(OpType::kGather, "g", {"table", "ids"}, "x"));
+  g.add_op(graph_op(OpType::kGather, "g", {"table", "ids"}, "x"));
   expect_refused(g, "the last op 'g' writes 'x', not the graph output 'out'");
 }
 
@@ -160,7 +147,7 @@ TEST_F(HostileGraph, OutputOffsetOutsideUint16IsRefused) {
     g.add_tensor(ids());
     g.add_tensor(tensor("out", TensorKind::kAppRead, DataType::kUFixedPoint16, {0, kDim},
                         Encoding::per_tensor(0.001f, offset, 16)));
-    g.add_op(op(OpType::kGather, "g", {"table", "ids"}, "out"));
+    g.add_op(graph_op(OpType::kGather, "g", {"table", "ids"}, "out"));
     expect_refused(g, "graph output 'out' has offset " + std::to_string(offset) +
                           "; a uint16 output needs an offset in [-65535, 0]");
   }
@@ -172,8 +159,8 @@ TEST_F(HostileGraph, PerAxisEncodingOnAnIntermediateIsRefused) {
   g.add_tensor(ids());
   g.add_tensor(native("x", {0, kDim}, Encoding::per_axis(0, {}, {}, 16)));  // no scale for any row
   g.add_tensor(output());
-  g.add_op(op(OpType::kGather, "g", {"table", "ids"}, "x"));
-  g.add_op(op(OpType::kConvert, "c", {"x"}, "out"));
+  g.add_op(graph_op(OpType::kGather, "g", {"table", "ids"}, "x"));
+  g.add_op(graph_op(OpType::kConvert, "c", {"x"}, "out"));
   expect_refused(g, "tensor 'x' has a per-axis encoding the runtime cannot apply");
 }
 
@@ -183,7 +170,7 @@ TEST_F(HostileGraph, PerAxisEncodingAlongColumnsIsRefused) {
                       Encoding::per_axis(1, {0.1f, 0.2f, 0.3f}, {0, 0, 0}, 8)));
   g.add_tensor(ids());
   g.add_tensor(output());
-  g.add_op(op(OpType::kRequantGather, "g", {"table", "ids"}, "out"));
+  g.add_op(graph_op(OpType::kRequantGather, "g", {"table", "ids"}, "out"));
   expect_refused(g, "tensor 'table' has a per-axis encoding the runtime cannot apply");
 }
 
@@ -194,8 +181,8 @@ TEST_F(HostileGraph, OpWritingAStaticTensorIsRefused) {
   g.add_tensor(tensor("constant", TensorKind::kStatic, DataType::kUFixedPoint16, {1, kDim},
                       Encoding::per_axis(0, {0.5f}, {0}, 16)));
   g.add_tensor(output());
-  g.add_op(op(OpType::kGather, "g", {"table", "ids"}, "constant"));
-  g.add_op(op(OpType::kConvert, "c", {"constant"}, "out"));
+  g.add_op(graph_op(OpType::kGather, "g", {"table", "ids"}, "constant"));
+  g.add_op(graph_op(OpType::kConvert, "c", {"constant"}, "out"));
   expect_refused(g, "op 'g' writes the STATIC tensor 'constant'");
 }
 
@@ -205,7 +192,7 @@ TEST_F(HostileGraph, PerAxisIntermediateOnAFusedGatherIsRefused) {
                       Encoding::per_axis(0, {0.1f, 0.2f, 0.3f, 0.4f}, {0, 0, 0, 0}, 8)));
   g.add_tensor(ids());
   g.add_tensor(output());
-  Op fused = op(OpType::kRequantGather, "g", {"table", "ids"}, "out");
+  Op fused = graph_op(OpType::kRequantGather, "g", {"table", "ids"}, "out");
   fused.intermediate = Encoding::per_axis(0, {}, {}, 8);
   g.add_op(fused);
   expect_refused(g, "op 'g' has an intermediate encoding that is not per-tensor");

@@ -12,6 +12,7 @@
 #include "qemb/runtime.h"
 #include "runtime/interpreter.h"
 #include "runtime/op_registry.h"
+#include "support/graph_util.h"
 
 namespace qemb {
 namespace {
@@ -58,24 +59,9 @@ constexpr int64_t kVocab = 4, kDim = 2;
 const Encoding kAct = Encoding::per_tensor(0.001f, -100, 16);
 
 Tensor make(const std::string& name, TensorKind kind, DataType dtype, std::vector<int64_t> shape, Encoding e) {
-  Tensor t;
-  t.name = name;
-  t.kind = kind;
-  t.dtype = dtype;
-  t.shape = std::move(shape);
-  t.encoding = std::move(e);
-  if (kind == TensorKind::kStatic) t.data = std::make_shared<OwnedBuffer>(std::vector<uint8_t>(storage_bytes(t), 1));
-  return t;
+  return qemb::testing::graph_tensor(name, kind, dtype, std::move(shape), std::move(e), 1);
 }
-
-Op op(OpType type, const std::string& name, std::vector<std::string> inputs, const std::string& out) {
-  Op o;
-  o.type = type;
-  o.name = name;
-  o.inputs = std::move(inputs);
-  o.outputs = {out};
-  return o;
-}
+using qemb::testing::graph_op;
 
 Graph base(bool u16_table) {
   Graph g;
@@ -103,15 +89,15 @@ std::string kernel_stem_of(Graph g) {
 
 TEST(OpRegistry, PlansTheThreeShapesTheCompilerWritesOnTheirKernels) {
   Graph materialized = base(true);
-  materialized.add_op(op(OpType::kGather, "g", {"table", "ids"}, "out"));
+  materialized.add_op(graph_op(OpType::kGather, "g", {"table", "ids"}, "out"));
   EXPECT_EQ(kernel_stem_of(materialized), "gather_u16");
 
   Graph fused = base(false);
-  fused.add_op(op(OpType::kRequantGather, "g", {"table", "ids"}, "out"));
+  fused.add_op(graph_op(OpType::kRequantGather, "g", {"table", "ids"}, "out"));
   EXPECT_EQ(kernel_stem_of(fused), "requant_gather_s4_u16");
 
   Graph fused_legacy = base(false);
-  Op legacy = op(OpType::kRequantGather, "g", {"table", "ids"}, "out");
+  Op legacy = graph_op(OpType::kRequantGather, "g", {"table", "ids"}, "out");
   legacy.intermediate = Encoding::per_tensor(1.0f, 0, 4);  // the max row scale
   fused_legacy.add_op(legacy);
   EXPECT_EQ(kernel_stem_of(fused_legacy), "legacy_gather_s4_u16");
@@ -119,15 +105,15 @@ TEST(OpRegistry, PlansTheThreeShapesTheCompilerWritesOnTheirKernels) {
   Graph lowered_legacy = base(false);
   lowered_legacy.add_tensor(make("inter", TensorKind::kNative, DataType::kSFixedPoint8, {0, kDim},
                                  Encoding::per_tensor(1.0f, 0, 4)));
-  lowered_legacy.add_op(op(OpType::kGather, "g", {"table", "ids"}, "inter"));
-  lowered_legacy.add_op(op(OpType::kConvert, "c", {"inter"}, "out"));
+  lowered_legacy.add_op(graph_op(OpType::kGather, "g", {"table", "ids"}, "inter"));
+  lowered_legacy.add_op(graph_op(OpType::kConvert, "c", {"inter"}, "out"));
   EXPECT_EQ(kernel_stem_of(lowered_legacy), "legacy_gather_s4_u16");
 }
 
 TEST(OpRegistry, ChainsNoKernelRunsGoToTheInterpreter) {
   // A legacy intermediate that is not the max row scale.
   Graph off_scale = base(false);
-  Op legacy = op(OpType::kRequantGather, "g", {"table", "ids"}, "out");
+  Op legacy = graph_op(OpType::kRequantGather, "g", {"table", "ids"}, "out");
   legacy.intermediate = Encoding::per_tensor(0.5f, 0, 4);
   off_scale.add_op(legacy);
   EXPECT_EQ(kernel_stem_of(off_scale), "reference_interpreter");
@@ -135,8 +121,8 @@ TEST(OpRegistry, ChainsNoKernelRunsGoToTheInterpreter) {
   // A Convert after the materialized gather.
   Graph converted = base(true);
   converted.add_tensor(make("mid", TensorKind::kNative, DataType::kUFixedPoint16, {0, kDim}, kAct));
-  converted.add_op(op(OpType::kGather, "g", {"table", "ids"}, "mid"));
-  converted.add_op(op(OpType::kConvert, "c", {"mid"}, "out"));
+  converted.add_op(graph_op(OpType::kGather, "g", {"table", "ids"}, "mid"));
+  converted.add_op(graph_op(OpType::kConvert, "c", {"mid"}, "out"));
   EXPECT_EQ(kernel_stem_of(converted), "reference_interpreter");
 
   // The lowered legacy pattern with one Convert too many.
@@ -144,15 +130,15 @@ TEST(OpRegistry, ChainsNoKernelRunsGoToTheInterpreter) {
   twice.add_tensor(make("inter", TensorKind::kNative, DataType::kSFixedPoint8, {0, kDim},
                         Encoding::per_tensor(1.0f, 0, 4)));
   twice.add_tensor(make("mid", TensorKind::kNative, DataType::kUFixedPoint16, {0, kDim}, kAct));
-  twice.add_op(op(OpType::kGather, "g", {"table", "ids"}, "inter"));
-  twice.add_op(op(OpType::kConvert, "c", {"inter"}, "mid"));
-  twice.add_op(op(OpType::kConvert, "c2", {"mid"}, "out"));
+  twice.add_op(graph_op(OpType::kGather, "g", {"table", "ids"}, "inter"));
+  twice.add_op(graph_op(OpType::kConvert, "c", {"inter"}, "mid"));
+  twice.add_op(graph_op(OpType::kConvert, "c2", {"mid"}, "out"));
   EXPECT_EQ(kernel_stem_of(twice), "reference_interpreter");
 }
 
 TEST(OpRegistry, AGraphWithAnOpTypeOutsideTheListIsRefused) {
   Graph g = base(true);
-  g.add_op(op(static_cast<OpType>(std::size(kAllOpTypes)), "g", {"table", "ids"}, "out"));
+  g.add_op(graph_op(static_cast<OpType>(std::size(kAllOpTypes)), "g", {"table", "ids"}, "out"));
   EXPECT_EQ(kernel_stem_of(g), "error: op 'g' has an unknown op type");
 }
 
