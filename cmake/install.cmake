@@ -5,7 +5,7 @@
 include(CMakePackageConfigHelpers)
 
 set(QEMB_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/qemb CACHE STRING "Where qembConfig.cmake is installed")
-set(qemb_installed_layers core artifact kernels runtime io quant lowering passes compiler eval)
+set(qemb_installed_layers core artifact kernels runtime io quant sdk lowering passes compiler eval)
 foreach(layer ${qemb_installed_layers})
   set_target_properties(qemb_${layer} PROPERTIES EXPORT_NAME ${layer})
 endforeach()

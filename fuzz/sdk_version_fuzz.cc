@@ -4,6 +4,7 @@
 #include <string>
 
 #include "fuzz_check.h"
+#include "qemb/pattern.h"
 #include "qemb/sdk_version.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

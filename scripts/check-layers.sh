@@ -17,12 +17,13 @@ declare -A allowed=(
   [kernels]="kernels core"
   [io]="io kernels core"
   [runtime]="runtime artifact kernels core"
-  [lowering]="lowering quant core"
-  [passes]="passes lowering quant kernels core"
-  [compiler]="compiler passes lowering quant io artifact runtime kernels core"
-  [eval]="eval compiler passes lowering quant io artifact runtime kernels core"
-  [export]="export compiler passes lowering quant io artifact runtime kernels core"
-  [cli]="cli eval export compiler passes lowering quant io artifact runtime kernels core"
+  [sdk]="sdk core"
+  [lowering]="lowering sdk quant core"
+  [passes]="passes lowering sdk quant kernels core"
+  [compiler]="compiler passes lowering sdk quant io artifact runtime kernels core"
+  [eval]="eval compiler passes lowering sdk quant io artifact runtime kernels core"
+  [export]="export compiler passes lowering sdk quant io artifact runtime kernels core"
+  [cli]="cli eval export compiler passes lowering sdk quant io artifact runtime kernels core"
 )
 
 # The layer whose src/ folder implements each public header.
@@ -30,12 +31,12 @@ declare -A header_layer=(
   [status.h]=core [ir.h]=core [file.h]=core [strings.h]=core
   [json_text.h]=core [numeric.h]=core [half.h]=core [version.h]=core
   [quantize.h]=quant
-  [pattern.h]=lowering [sdk_version.h]=lowering
+  [pattern.h]=lowering [sdk_version.h]=sdk
   [artifact.h]=artifact
   [runtime.h]=runtime [embedding_bag.h]=runtime [bench.h]=runtime [inspect.h]=runtime [qemb.h]=runtime
   [checkpoint.h]=io [safetensors.h]=io [gguf.h]=io [npy.h]=io [tokens.h]=io
   [compiler.h]=compiler
-  [eval.h]=eval [param_store.h]=eval
+  [eval.h]=eval [param_store.h]=io
   [export.h]=export
 )
 

@@ -14,6 +14,11 @@ enum class Pattern { kAuto, kOptimized, kLegacy };
 const char* to_string(Pattern p);  // "auto", "optimized", "legacy"
 Result<Pattern> parse_pattern(const std::string& s);
 
+// The first SDK version with the optimized PCQ embedding op pattern (a Convert
+// on a per-axis STATIC input): 2.48. Older and unknown targets get the legacy
+// pattern.
+SdkVersion optimized_pattern_min_version();
+
 // The one pattern decision: auto picks optimized for a target SDK >= 2.48 and
 // legacy for an older or unknown one; a forced pattern is kept. A forced
 // optimized pattern on a known older target is refused with the validator's

@@ -1,8 +1,7 @@
-// Backend SDK versions and where the target's version comes from (docs/numeric-contract.md, "SDK version gating").
-//
-// The lowering emits the optimized PCQ embedding pattern only for targets whose
-// SDK is >= optimized_pattern_min_version(); an unknown target gets the legacy
-// pattern. Nothing here aborts or throws: bad text and broken SDK folders come
+// Backend SDK versions and where the target's version comes from (docs/numeric-contract.md, "SDK version gating"):
+// parsing and comparing versions, and discovering the target's from
+// QNN_SDK_ROOT. What each version allows is the lowering's (qemb/pattern.h).
+// Nothing here aborts or throws: bad text and broken SDK folders come
 // back as ErrorCode::kVersionError with a message naming the text, variable or
 // file and what to do.
 #pragma once
@@ -81,9 +80,5 @@ struct TargetVersion {
 Result<TargetVersion> discover_target_version(const std::string& explicit_version);
 Result<TargetVersion> discover_target_version_from(const std::string& explicit_version,
                                                    const char* qnn_sdk_root);
-
-// The first SDK version with the optimized PCQ embedding op pattern (a Convert
-// on a per-axis STATIC input): 2.48.
-SdkVersion optimized_pattern_min_version();
 
 }  // namespace qemb

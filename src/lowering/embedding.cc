@@ -7,6 +7,8 @@
 
 namespace qemb {
 
+SdkVersion optimized_pattern_min_version() { return SdkVersion::parse("2.48").value(); }
+
 const char* to_string(Pattern p) {
   switch (p) {
     case Pattern::kAuto: return "auto";

@@ -115,6 +115,11 @@ void ExpectWeightAndIndices(const Graph& g, Scheme scheme) {
 
 class LoweringSchemeTest : public ::testing::TestWithParam<Scheme> {};
 
+TEST(PatternGate, OptimizedMinimumIs2_48) {
+  EXPECT_EQ(optimized_pattern_min_version().parts(), (std::vector<uint64_t>{2, 48}));
+  EXPECT_EQ(optimized_pattern_min_version().to_string(), "2.48");
+}
+
 TEST_P(LoweringSchemeTest, OptimizedPatternNamesKindsAndEncodings) {
   const Scheme scheme = GetParam();
   Result<LoweredEmbedding> r =

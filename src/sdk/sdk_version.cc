@@ -321,6 +321,4 @@ Result<TargetVersion> discover_target_version_from(const std::string& explicit_v
   return TargetVersion{std::move(found.version), std::move(found.source), ""};
 }
 
-SdkVersion optimized_pattern_min_version() { return SdkVersion::parse("2.48").value(); }
-
 }  // namespace qemb
