@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cli/cli.h"
+#include "cli/option_names.h"
 #include "qemb/file.h"
 #include "qemb/strings.h"
 #include "qemb/version.h"
@@ -55,7 +56,8 @@ int main(int argc, char** argv) {
   if (status.ok()) status = qemb::flush_stdout();
   if (!status.ok()) {
     // Messages quote names and text taken from input files.
-    std::fprintf(stderr, "qemb: error: %s\n", qemb::escape_control(status.error().to_string()).c_str());
+    std::fprintf(stderr, "qemb: error: %s\n",
+                 qemb::escape_control(qemb::cli::with_flag_names(status.error().to_string())).c_str());
     return qemb::cli::kExitError;
   }
   return qemb::cli::kExitOk;

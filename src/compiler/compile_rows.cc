@@ -41,7 +41,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   // next is rare.
   const int64_t chunk = row_chunk(dim);
   if (options.threads < 0)
-    return make_error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per core)");
+    return make_error(ErrorCode::kInvalidArgument, "CompileOptions.threads must be >= 0 (0 = one per core)");
   const int threads = default_threads(options.threads);
   const int bits = weight_bits(options.scheme), qmax = weight_qmax(options.scheme);
   const size_t row_bytes = row_storage_bytes(DataType::kSFixedPoint8, bits, dim);
@@ -71,7 +71,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   };
   // Decided before any row is read: a target that refuses a forced pattern
   // fails at once instead of after the long part.
-  if (lo_opts.name.empty()) return make_error(ErrorCode::kInvalidArgument, "embedding node name is empty");
+  if (lo_opts.name.empty()) return make_error(ErrorCode::kInvalidArgument, "CompileOptions.node_name is empty; name the table's node");
   QEMB_ASSIGN_OR_RETURN(const PatternChoice choice, choose_pattern(options.pattern, target, lo_opts.name));
   const bool fold_to_u16 = out.mode == CompileMode::kMaterialize && choice.pattern == Pattern::kOptimized;
   // A fused compile stores the table its fused gather reads row-interleaved

@@ -156,29 +156,31 @@ Status check_onnx_export(const QuantizedEmbedding& e, const OnnxExportOptions& o
     return make_error(ErrorCode::kUnsupported,
                       "unknown opset " + std::to_string(o.opset) + ": this exporter knows opsets " +
                           std::to_string(kOnnxMinOpset) + " to " + std::to_string(kOnnxMaxOpset) +
-                          "; use --opset " + std::to_string(kOnnxDefaultOpset));
+                          "; use OnnxExportOptions.opset = " + std::to_string(kOnnxDefaultOpset));
   if (o.opset < kOnnxMinOpset)
     return make_error(ErrorCode::kUnsupported,
                       std::string("opset ") + std::to_string(o.opset) + " cannot express scheme " + to_string(e.scheme) +
                           ": its uint16 activation needs QuantizeLinear/DequantizeLinear to uint16, which ONNX "
-                          "added in opset 21; use --opset 21");
+                          "added in opset 21; use OnnxExportOptions.opset = 21");
   if (o.folded && e.pattern == Pattern::kLegacy)
     return make_error(ErrorCode::kInvalidArgument,
-                      "--folded applies to the optimized pattern only: the legacy pattern's Convert follows its "
-                      "Gather, so there is no table to fold; drop --folded or use --pattern optimized");
+                      "OnnxExportOptions.folded applies to the optimized pattern only: the legacy pattern's Convert "
+                      "follows its Gather, so there is no table to fold; drop OnnxExportOptions.folded or use "
+                      "CompileOptions.pattern = optimized");
   if (o.int4_weights && weight_bits(e.scheme) != 4)
-    return make_error(ErrorCode::kInvalidArgument, std::string("--int4-weights needs 4-bit weights; scheme ") +
+    return make_error(ErrorCode::kInvalidArgument, std::string("OnnxExportOptions.int4_weights needs 4-bit weights; scheme ") +
                                                        to_string(e.scheme) + " has " +
                                                        std::to_string(weight_bits(e.scheme)) + "-bit weights");
   if (o.int4_weights && o.folded)
     return make_error(ErrorCode::kInvalidArgument,
-                      "--int4-weights applies to the weight initializer, which the folded form does not have; "
-                      "drop one of --int4-weights and --folded");
+                      "OnnxExportOptions.int4_weights applies to the weight initializer, which the folded form does not "
+                      "have; drop one of OnnxExportOptions.int4_weights and OnnxExportOptions.folded");
   if (!e.has_weights() && !o.folded)
     return make_error(ErrorCode::kUnsupported,
                       "the artifact holds only the folded uint16 table (compiled with the optimized pattern and "
-                      "--mode materialize), not the per-row weights; export it with --folded, or export from the "
-                      "checkpoint or an artifact compiled with --mode fused");
+                      "CompileOptions.mode = materialize), not the per-row weights; export it with "
+                      "OnnxExportOptions.folded, or export from the checkpoint or an artifact compiled with "
+                      "CompileOptions.mode = fused");
   const uint64_t n = static_cast<uint64_t>(e.rows) * static_cast<uint64_t>(e.dim);
   const uint64_t table_bytes = o.folded ? 2 * n : (o.int4_weights ? (n + 1) / 2 : n);
   if (table_bytes + 16 * static_cast<uint64_t>(e.rows) + 4096 > kOnnxMaxModelBytes)
@@ -186,7 +188,7 @@ Status check_onnx_export(const QuantizedEmbedding& e, const OnnxExportOptions& o
                       "the table (" + std::to_string(table_bytes) +
                           " bytes as an initializer) would make the model exceed protobuf's 2 GiB message limit, "
                           "and this exporter writes no external data; export a smaller table" +
-                          (o.folded ? std::string(" or drop --folded") : std::string()));
+                          (o.folded ? std::string(" or drop OnnxExportOptions.folded") : std::string()));
   return Status::Ok();
 }
 
@@ -247,7 +249,7 @@ Result<OnnxExportSummary> export_onnx(const OnnxExportRequest& r) {
                         "the output '" + *out + "' is the input '" + r.input + "'; choose another path");
   if (!r.encodings_path.empty() && same_file(r.out_path, r.encodings_path))
     return make_error(ErrorCode::kInvalidArgument, "the model and the encodings would both be written to '" +
-                                                       r.out_path + "'; give --encodings its own path");
+                                                       r.out_path + "'; give OnnxExportRequest.encodings_path its own path");
   if (!onnx_export_available()) return onnx_model_bytes({}, {}).error();  // says how to get it
 
   OnnxExportSummary summary;
@@ -259,8 +261,9 @@ Result<OnnxExportSummary> export_onnx(const OnnxExportRequest& r) {
       return make_error(ErrorCode::kInvalidArgument,
                         "'" + r.input + "' is an artifact, compiled already (scheme " + to_string(e.scheme) +
                             ", pattern " + to_string(e.pattern) +
-                            "); --tensor, --scheme, --pattern, --qnn-sdk-version and --calibration-tokens apply to "
-                            "a checkpoint: drop them, or export from the checkpoint");
+                            "); CompileOptions.tensor, CompileOptions.scheme, CompileOptions.pattern, "
+                            "CompileOptions.qnn_sdk_version and CompileOptions.calibration_tokens apply to a "
+                            "checkpoint: drop them, or export from the checkpoint");
     summary.from_artifact = true;
   } else {
     CompileOptions c = r.compile;

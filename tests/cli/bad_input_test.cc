@@ -386,6 +386,8 @@ TEST_F(BadInput, CommandLineTable) {
       {"fakequant of a checkpoint with duplicate names",
        [&](B) { return safetensors("{" + good_entry + "," + good_entry + "}", 960); }, "bad.safetensors",
        "fakequant {bad} --scheme 16a8w --qnn-sdk-version 2.48 -o {out}", "more than once"},
+      {"compile with an empty --name", nullptr, "", "compile {ckpt} --qnn-sdk-version 2.48 --name '' -o {out}",
+       "qemb: error: invalid argument: --name is empty; name the table's node\n"},
       {"compile output in a missing folder", nullptr, "", "compile {ckpt} --qnn-sdk-version 2.48 -o {dir}/no/such/a.qemb",
        "check that the folder exists and is writable"},
       {"compile output that is a folder", nullptr, "", "compile {ckpt} --qnn-sdk-version 2.48 -o {dir}/folder",
@@ -433,7 +435,7 @@ TEST_F(BadInput, CommandLineTable) {
        "export-onnx {art} --folded --encodings {art} -o {out}", "is the input '"},
       {"export-onnx encodings and model at one path", nullptr, "",
        "export-onnx {ckpt} --qnn-sdk-version 2.48 --encodings {out} -o {out}",
-       "would both be written to"},
+       "'; give --encodings its own path\n"},
       {"export-onnx output in a missing folder", nullptr, "",
        "export-onnx {ckpt} --qnn-sdk-version 2.48 -o {dir}/no/such/m.onnx",
        "check that the folder exists and is writable"},
@@ -442,14 +444,24 @@ TEST_F(BadInput, CommandLineTable) {
        "check that the folder exists and is writable"},
       {"export-onnx --folded with the legacy pattern", nullptr, "",
        "export-onnx {ckpt} --qnn-sdk-version 2.48 --pattern legacy --folded -o {out}",
-       "--folded applies to the optimized pattern only"},
+       // The library names OnnxExportOptions.folded and CompileOptions.pattern; the CLI its flags.
+       "qemb: error: invalid argument: --folded applies to the optimized pattern only: the legacy pattern's Convert "
+       "follows its Gather, so there is no table to fold; drop --folded or use --pattern optimized\n"},
       {"export-onnx --int4-weights with 8-bit weights", nullptr, "",
        "export-onnx {ckpt} --qnn-sdk-version 2.48 --scheme 16a8w --int4-weights -o {out}",
-       "--int4-weights needs 4-bit weights; scheme 16a8w has 8-bit weights"},
+       "qemb: error: invalid argument: --int4-weights needs 4-bit weights; scheme 16a8w has 8-bit weights\n"},
+      {"export-onnx --int4-weights with --folded", nullptr, "",
+       "export-onnx {ckpt} --qnn-sdk-version 2.48 --int4-weights --folded -o {out}",
+       "qemb: error: invalid argument: --int4-weights applies to the weight initializer, which the folded form does "
+       "not have; drop one of --int4-weights and --folded\n"},
       {"export-onnx of a materialized artifact without --folded", nullptr, "", "export-onnx {art} -o {out}",
-       "holds only the folded uint16 table"},
+       "qemb: error: unsupported: the artifact holds only the folded uint16 table (compiled with the optimized "
+       "pattern and --mode materialize), not the per-row weights; export it with --folded, or export from the "
+       "checkpoint or an artifact compiled with --mode fused\n"},
       {"export-onnx of an artifact with compile options", nullptr, "", "export-onnx {art} --scheme 16a8w -o {out}",
-       "is an artifact, compiled already (scheme 16a4w, pattern optimized)"},
+       "is an artifact, compiled already (scheme 16a4w, pattern optimized); --tensor, --scheme, --pattern, "
+       "--qnn-sdk-version and --calibration-tokens apply to a checkpoint: drop them, or export from the "
+       "checkpoint\n"},
       {"export-onnx of a corrupted artifact", [](B b) { return b.flipped_in(SectionKind::kData); }, "bad.qemb",
        "export-onnx {bad} --folded -o {out}", "(DATA) checksum mismatch"},
       {"export-onnx of a checkpoint that is not JSON", [](B) { return safetensors("{not json at all}", 0); },

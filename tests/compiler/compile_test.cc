@@ -317,7 +317,7 @@ TEST(CompileTable, NegativeThreadCountIsRefused) {
   o.threads = -5;
   auto c = compile_table(table.data(), 6, 4, o, target("2.48"));
   ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.error().message, "threads must be >= 0 (0 = one per core)");
+  EXPECT_EQ(c.error().message, "CompileOptions.threads must be >= 0 (0 = one per core)");
 }
 
 TEST(CompileThreads, FinishesWhenThreadsCannotBeStarted) {

@@ -110,18 +110,19 @@ TEST(OnnxExport, ExportErrorsSayWhatToChange) {
   const std::vector<Case> cases = {
       {&opt, opts(20), ErrorCode::kUnsupported,
        "opset 20 cannot express scheme 16a8w: its uint16 activation needs QuantizeLinear/DequantizeLinear to uint16, "
-       "which ONNX added in opset 21; use --opset 21"},
-      {&opt, opts(23), ErrorCode::kUnsupported, "unknown opset 23: this exporter knows opsets 21 to 22; use --opset 21"},
+       "which ONNX added in opset 21; use OnnxExportOptions.opset = 21"},
+      {&opt, opts(23), ErrorCode::kUnsupported, "unknown opset 23: this exporter knows opsets 21 to 22; use OnnxExportOptions.opset = 21"},
       {&opt, opts(-1), ErrorCode::kInvalidArgument, "unknown opset -1: ai.onnx opsets are numbered from 1"},
       {&legacy, opts(21, true), ErrorCode::kInvalidArgument,
-       "--folded applies to the optimized pattern only: the legacy pattern's Convert follows its Gather, so there "
-       "is no table to fold; drop --folded or use --pattern optimized"},
+       "OnnxExportOptions.folded applies to the optimized pattern only: the legacy pattern's Convert follows its "
+       "Gather, so there is no table to fold; drop OnnxExportOptions.folded or use CompileOptions.pattern = "
+       "optimized"},
       {&opt, opts(21, false, true), ErrorCode::kInvalidArgument,
-       "--int4-weights needs 4-bit weights; scheme 16a8w has 8-bit weights"},
+       "OnnxExportOptions.int4_weights needs 4-bit weights; scheme 16a8w has 8-bit weights"},
       {&folded_only, opts(21), ErrorCode::kUnsupported,
-       "the artifact holds only the folded uint16 table (compiled with the optimized pattern and --mode "
-       "materialize), not the per-row weights; export it with --folded, or export from the checkpoint or an "
-       "artifact compiled with --mode fused"},
+       "the artifact holds only the folded uint16 table (compiled with the optimized pattern and "
+       "CompileOptions.mode = materialize), not the per-row weights; export it with OnnxExportOptions.folded, or "
+       "export from the checkpoint or an artifact compiled with CompileOptions.mode = fused"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.message);

@@ -1,0 +1,45 @@
+#include "cli/option_names.h"
+
+#include <string_view>
+
+namespace qemb::cli {
+
+namespace {
+
+struct FieldFlag {
+  std::string_view field, flag;
+};
+
+// A field followed by " = " names a value to pass ("CompileOptions.mode =
+// fused" -> "--mode fused"), so those rows come before the plain fields.
+constexpr FieldFlag kFieldFlags[] = {
+    {"CompileOptions.mode = ", "--mode "},
+    {"CompileOptions.pattern = ", "--pattern "},
+    {"OnnxExportOptions.opset = ", "--opset "},
+    {"CompileOptions.tensor", "--tensor"},
+    {"CompileOptions.scheme", "--scheme"},
+    {"CompileOptions.pattern", "--pattern"},
+    {"CompileOptions.qnn_sdk_version", "--qnn-sdk-version"},
+    {"CompileOptions.calibration_tokens", "--calibration-tokens"},
+    {"CompileOptions.mode", "--mode"},
+    {"CompileOptions.memory_budget", "--memory-budget"},
+    {"CompileOptions.node_name", "--name"},
+    {"CompileOptions.threads", "--threads"},
+    {"OnnxExportOptions.opset", "--opset"},
+    {"OnnxExportOptions.folded", "--folded"},
+    {"OnnxExportOptions.int32_indices", "--int32-indices"},
+    {"OnnxExportOptions.int4_weights", "--int4-weights"},
+    {"OnnxExportRequest.encodings_path", "--encodings"},
+    {"OnnxExportRequest.out_path", "-o"},
+};
+
+}  // namespace
+
+std::string with_flag_names(std::string message) {
+  for (const FieldFlag& f : kFieldFlags)
+    for (size_t at = 0; (at = message.find(f.field, at)) != std::string::npos; at += f.flag.size())
+      message.replace(at, f.field.size(), f.flag);
+  return message;
+}
+
+}  // namespace qemb::cli
