@@ -75,9 +75,8 @@ Status parallel_rows(int64_t rows, int64_t chunk, int threads, const char* phase
 }
 
 int default_threads(int requested) {
-  // More threads than a few per core only add switching and memory.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return requested > 0 ? std::min(requested, 4 * cores) : cores;
+  return requested > 0 ? std::min(requested, kMaxThreadsPerCore * cores) : cores;
 }
 
 }  // namespace qemb

@@ -25,7 +25,12 @@ Status parallel_rows(int64_t rows, int64_t chunk, int threads, const char* phase
                      const std::function<Status(int, int64_t, int64_t)>& fn,
                      const std::function<void(int64_t, const Status&)>& on_failure = nullptr);
 
-// `requested` threads (at most 4 per core), or one per core when it is 0 or less.
+// More threads than this many per core only add switching and memory.
+inline constexpr int kMaxThreadsPerCore = 4;
+
+// `requested` threads (at most kMaxThreadsPerCore a core), or one per core
+// when it is 0 or less. Compile, eval and the runtime all size their threads
+// with it.
 int default_threads(int requested);
 
 // About 1 MiB of float rows per chunk (8 to 4096 rows): a chunk's output stays

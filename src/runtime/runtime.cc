@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "qemb/half.h"
+#include "core/parallel_rows.h"
 #include "kernels/kernels.h"
 #include "runtime/interpreter.h"
 #include "runtime/op_registry.h"
@@ -340,7 +341,7 @@ Result<std::unique_ptr<EmbeddingRuntime>> EmbeddingRuntime::from_artifact(
     any_kernel |= t->impl_->plan.kind != ExecutionPlan::Kind::kInterpreted;
   }
   impl->kernels = &best_kernels();
-  impl->threads = effective_threads(options.threads);
+  impl->threads = default_threads(options.threads);
   if (impl->threads > 1 && any_kernel) impl->pool = std::make_unique<WorkerPool>(impl->threads);
   return std::unique_ptr<EmbeddingRuntime>(new EmbeddingRuntime(std::move(impl)));
 }

@@ -39,12 +39,6 @@ bool spin_until(Done done) {
 
 }  // namespace
 
-int effective_threads(int requested) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (requested <= 0) return cores;
-  return std::min(requested, kMaxThreadsPerCore * cores);
-}
-
 WorkerPool::~WorkerPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);

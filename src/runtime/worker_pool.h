@@ -22,12 +22,6 @@
 
 namespace qemb {
 
-// More threads than this many per core only add switching and memory.
-inline constexpr int kMaxThreadsPerCore = 4;
-
-// `requested` threads (0 = one per core), capped at kMaxThreadsPerCore a core.
-int effective_threads(int requested);
-
 class WorkerPool {
  public:
   using Task = void (*)(void* context, size_t begin, size_t count);

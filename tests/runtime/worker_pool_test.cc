@@ -16,6 +16,7 @@
 #include "qemb/artifact.h"
 #include "qemb/ir.h"
 #include "qemb/runtime.h"
+#include "core/parallel_rows.h"
 #include "runtime/worker_pool.h"
 #include "support/address_limit.h"
 #include "support/test_util.h"
@@ -86,9 +87,9 @@ TEST(WorkerPool, RunsEveryItemOnceWhateverTheTiling) {
 
 TEST(WorkerPool, ThreadsAreCappedAtAMultipleOfTheCores) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  EXPECT_EQ(effective_threads(0), cores);
-  EXPECT_EQ(effective_threads(1), 1);
-  EXPECT_EQ(effective_threads(100000), kMaxThreadsPerCore * cores);
+  EXPECT_EQ(default_threads(0), cores);
+  EXPECT_EQ(default_threads(1), 1);
+  EXPECT_EQ(default_threads(100000), kMaxThreadsPerCore * cores);
 }
 
 TEST(WorkerPool, RuntimeStartsNoThreadUntilABatchNeedsThem) {
@@ -100,7 +101,7 @@ TEST(WorkerPool, RuntimeStartsNoThreadUntilABatchNeedsThem) {
   options.threads = 100000;
   auto rt = EmbeddingRuntime::load(path, options);
   ASSERT_TRUE(rt.ok()) << rt.error().message;
-  EXPECT_EQ((*rt)->threads(), effective_threads(100000));
+  EXPECT_EQ((*rt)->threads(), default_threads(100000));
   std::vector<uint16_t> one(kDim);
   ASSERT_TRUE((*rt)->lookup(std::vector<int64_t>{5}, one.data()).ok());
   EXPECT_EQ(one[3], 5 * kDim + 3);
