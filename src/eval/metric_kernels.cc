@@ -226,10 +226,10 @@ HWY_INLINE void pattern_loop(const float* x, const int8_t* q, size_t dim, const 
   for (int k = 0; k < kSums; ++k)
     for (size_t g = 0; g < kGroups; ++g) acc[k][g] = hn::Zero(df);
   auto max_e = hn::Zero(df), max_we = hn::Zero(df), max_ae = hn::Zero(df);
-  const auto offset = hn::Set(di, p.qmax);
   const Deployed<kLegacy> deployed(df, p);
   HWY_ALIGN float y_tab[kPatternTableSize], w_tab[kPatternTableSize];
 #if QEMB_TABLE_IN_REGISTER
+  const auto offset = hn::Set(di, p.qmax);  // q + qmax indexes the level tables
   const hn::Full512<float> d16;
   hn::Vec<decltype(d16)> y16 = hn::Zero(d16), w16 = hn::Zero(d16);
   if (kInRegister) {
