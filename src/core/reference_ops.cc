@@ -12,11 +12,13 @@ void quantized_range(DataType dtype, int bitwidth, int32_t& lo, int32_t& hi) {
   hi = f ? f->qmax : INT32_MAX;
 }
 
+// The sum is taken in 64 bits: an artifact may carry any int32 offset, and
+// q + offset must not overflow (for the offsets compile writes it is exact in
+// either width, so the value is the same).
 float dequantize_value(int32_t q, const Encoding& e, int64_t row) {
-  if (e.is_per_axis()) {
-    return e.scales[static_cast<size_t>(row)] * static_cast<float>(q + e.offsets[static_cast<size_t>(row)]);
-  }
-  return e.scale * static_cast<float>(q + e.offset);
+  const int64_t offset = e.is_per_axis() ? e.offsets[static_cast<size_t>(row)] : e.offset;
+  const float scale = e.is_per_axis() ? e.scales[static_cast<size_t>(row)] : e.scale;
+  return scale * static_cast<float>(static_cast<int64_t>(q) + offset);
 }
 
 int32_t quantize_value(float x, const Encoding& e, int64_t row, int32_t lo, int32_t hi) {
