@@ -9,7 +9,7 @@
 
 #include "artifact_container.h"
 #include "fuzz_check.h"
-#include "qemb/artifact.h"
+#include "artifact/artifact_io.h"
 
 namespace {
 
@@ -23,15 +23,15 @@ void load_and_check(const std::vector<uint8_t>& bytes) {
   QEMB_FUZZ_CHECK(a.file_size == bytes.size());
   for (const qemb::SectionInfo& s : a.sections)
     QEMB_FUZZ_CHECK(s.verified && s.offset + s.size <= a.file_size, "section %u", s.index);
-  QEMB_FUZZ_CHECK(a.graph.check().ok(), "loaded graph fails its own check");
-  for (const qemb::Tensor& t : a.graph.tensors) {
+  QEMB_FUZZ_CHECK(a.graph->check().ok(), "loaded graph fails its own check");
+  for (const qemb::Tensor& t : a.graph->tensors) {
     if (t.kind != qemb::TensorKind::kStatic) continue;
     QEMB_FUZZ_CHECK(t.data && t.data->size() == qemb::storage_bytes(t), "tensor '%s'", t.name.c_str());
     QEMB_FUZZ_CHECK(t.data->data() >= a.bytes && t.data->data() + t.data->size() <= a.bytes + a.file_size);
     QEMB_FUZZ_CHECK(reinterpret_cast<uintptr_t>(t.data->data()) % qemb::kArtifactDataAlignment == 0);
   }
   (void)qemb::describe_sections(a);
-  (void)a.graph.dump();
+  (void)a.graph->dump();
   (void)a.metadata.dump();
 }
 

@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "artifact_container.h"
-#include "qemb/artifact.h"
-#include "qemb/ir.h"
+#include "artifact/artifact_io.h"
+#include "core/ir.h"
 #include "qemb/gguf.h"
 #include "qemb/npy.h"
 #include "qemb/safetensors.h"

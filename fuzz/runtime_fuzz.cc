@@ -11,7 +11,7 @@
 
 #include "artifact_container.h"
 #include "fuzz_check.h"
-#include "qemb/artifact.h"
+#include "artifact/artifact_io.h"
 #include "qemb/runtime.h"
 
 namespace {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,7 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include "qemb/artifact.h"
-#include "qemb/ir.h"
 #include "qemb/pattern.h"
 #include "qemb/quantize.h"
 #include "qemb/sdk_version.h"
@@ -42,11 +42,12 @@ struct CompileOptions {
 };
 
 struct CompiledEmbedding {
-  // As lowered, before passes. For the materialized optimized pattern the
-  // weight tensor keeps its shape and encoding but not its data: the packed
-  // weight is dropped once it is folded into the uint16 table.
-  Graph lowered;
-  Graph runtime_graph;  // after fold/fuse: what the artifact holds
+  // The graphs (the internal IR, src/core/ir.h; opaque here). As lowered,
+  // before passes: for the materialized optimized pattern the weight tensor
+  // keeps its shape and encoding but not its data (the packed weight is
+  // dropped once it is folded into the uint16 table).
+  std::shared_ptr<const Graph> lowered;
+  std::shared_ptr<const Graph> runtime_graph;  // after fold/fuse: what the artifact holds
   Pattern pattern = Pattern::kLegacy;
   std::string pattern_reason;
   CompileMode mode = CompileMode::kMaterialize;
@@ -93,18 +94,11 @@ Result<CompiledEmbedding> compile_table(const float* table, int64_t rows, int64_
 // table's range, known only after the last row.
 Result<CompiledEmbedding> compile_rows(const RowSource& rows, const CompileOptions& options,
                                        const TargetVersion& target, const TableSource& source = {});
-// The same, writing the table into `out` as its rows are produced (the
-// output is never in memory whole); then call out.finish(result.runtime_graph,
-// result.metadata). The returned graphs hold the table as StreamedData: shapes
-// and encodings, with the bytes in the file only.
-Result<CompiledEmbedding> compile_rows(const RowSource& rows, const CompileOptions& options,
-                                       const TargetVersion& target, ArtifactStream& out,
-                                       const TableSource& source = {});
-
 // Reads the checkpoint (safetensors, memory-mapped and streamed), discovers the target SDK version
 // (options.qnn_sdk_version, else QNN_SDK_ROOT), compiles and writes `out_path`
-// atomically, the table streamed into the file as it is produced (see the
-// compile_rows overload above for what the returned graphs hold). Refuses an output path that is the checkpoint itself.
+// atomically, the table streamed into the file as it is produced (the
+// returned graphs hold shapes and encodings; the table's bytes are in the
+// file only). Refuses an output path that is the checkpoint itself.
 Result<CompiledEmbedding> compile_checkpoint(const std::string& checkpoint,
                                              const CompileOptions& options,
                                              const std::string& out_path);

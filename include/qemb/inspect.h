@@ -5,7 +5,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "qemb/ir.h"
 #include "qemb/runtime.h"
 
 namespace qemb {
@@ -15,7 +14,6 @@ namespace qemb {
 //  "tensors": [{"name","kind","dtype","shape","encoding"}], "kernel", "isa",
 //  "mode", "source", "format_version", "sections", ...}
 nlohmann::json describe_artifact(const EmbeddingRuntime& runtime);
-nlohmann::json encoding_json(const Encoding& e);
 // A readable multi-line summary of the same.
 std::string describe_artifact_text(const EmbeddingRuntime& runtime);
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "qemb/artifact.h"
-#include "qemb/ir.h"
+#include "core/ir.h"
 #include "qemb/status.h"
 
 namespace qemb::artifact_detail {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "artifact/artifact_format.h"
-#include "qemb/artifact.h"
+#include "artifact/artifact_io.h"
 #include "qemb/file.h"
 #include "qemb/json_text.h"
 
@@ -112,6 +112,7 @@ class ArtifactReader {
   size_t graph_index_ = 0;
   std::vector<bool> data_claimed_;
   LoadedArtifact out_;
+  Graph graph_;  // read_graph builds it; out_.graph holds it once checked
 };
 
 Status ArtifactReader::read_header() {
@@ -531,18 +532,19 @@ Status ArtifactReader::read_graph(const json& g) {
   if (!ops->is_array()) return corrupt(where + ".ops is " + ops->type_name() + ", expected an array");
   for (size_t i = 0; i < tensors->size(); ++i) {
     QEMB_ASSIGN_OR_RETURN(Tensor t, read_tensor((*tensors)[i], "GRAPH tensors[" + std::to_string(i) + "]"));
-    out_.graph.add_tensor(std::move(t));
+    graph_.add_tensor(std::move(t));
   }
   for (size_t i = 0; i < ops->size(); ++i) {
     QEMB_ASSIGN_OR_RETURN(Op op, read_op((*ops)[i], "GRAPH ops[" + std::to_string(i) + "]"));
-    out_.graph.add_op(std::move(op));
+    graph_.add_op(std::move(op));
   }
   for (size_t i = 0; i < data_claimed_.size(); ++i)
     if ((out_.sections[i].kind == SectionKind::kData || out_.sections[i].kind == SectionKind::kRows) &&
         !data_claimed_[i])
       return corrupt(section_label(i) + " is not referenced by the graph");
-  Status checked = out_.graph.check();
+  Status checked = graph_.check();
   if (!checked.ok()) return corrupt("the graph is inconsistent: " + checked.message());
+  out_.graph = std::make_shared<const Graph>(std::move(graph_));
   return Status::Ok();
 }
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "artifact/artifact_format.h"
-#include "qemb/artifact.h"
+#include "artifact/artifact_io.h"
 #include "qemb/file.h"
 #include "qemb/json_text.h"
 

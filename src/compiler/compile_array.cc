@@ -3,6 +3,7 @@
 
 #include "qemb/compiler.h"
 #include "qemb/half.h"
+#include "compiler/compile_stream.h"
 
 namespace qemb {
 namespace {
@@ -57,7 +58,7 @@ Result<CompiledEmbedding> compile_array(const void* data, const std::string& dty
   QEMB_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactStream> out, ArtifactStream::create(out_path));
   QEMB_ASSIGN_OR_RETURN(CompiledEmbedding compiled,
                         compile_rows(MemoryRows(data, bits, dtype == "BF16", rows, dim), options, target, *out, source));
-  QEMB_RETURN_IF_ERROR(out->finish(compiled.runtime_graph, compiled.metadata));
+  QEMB_RETURN_IF_ERROR(out->finish(*compiled.runtime_graph, compiled.metadata));
   return compiled;
 }
 

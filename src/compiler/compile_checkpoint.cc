@@ -6,6 +6,7 @@
 #include "qemb/checkpoint.h"
 #include "qemb/compiler.h"
 #include "qemb/file.h"
+#include "compiler/compile_stream.h"
 #include "compiler/row_source.h"
 #include "compiler/table_values.h"
 
@@ -47,19 +48,19 @@ Result<std::vector<CompiledEmbedding>> compile_tables(const Checkpoint& ckpt, co
     compiled.push_back(std::move(c).value());
   }
   if (compiled.size() == 1) {
-    QEMB_RETURN_IF_ERROR(out->finish(compiled[0].runtime_graph, compiled[0].metadata));
+    QEMB_RETURN_IF_ERROR(out->finish(*compiled[0].runtime_graph, compiled[0].metadata));
     return compiled;
   }
   Graph merged;
   nlohmann::json meta = {{"qemb_version", compiled[0].metadata["qemb_version"]}, {"tables", nlohmann::json::array()}};
   for (size_t i = 0; i < compiled.size(); ++i) {
-    for (const Tensor& t : compiled[i].runtime_graph.tensors) {
+    for (const Tensor& t : compiled[i].runtime_graph->tensors) {
       if (merged.find_tensor(t.name) != nullptr)
         return make_error(ErrorCode::kInvalidArgument, "tensor '" + t.name + "' of table '" + tables[i].node_name +
                                                            "' clashes with another table's; choose other table names");
       merged.tensors.push_back(t);
     }
-    merged.ops.insert(merged.ops.end(), compiled[i].runtime_graph.ops.begin(), compiled[i].runtime_graph.ops.end());
+    merged.ops.insert(merged.ops.end(), compiled[i].runtime_graph->ops.begin(), compiled[i].runtime_graph->ops.end());
     nlohmann::json m = compiled[i].metadata;
     m.erase("qemb_version");
     m["name"] = tables[i].node_name;

@@ -8,11 +8,11 @@
 #include <mutex>
 #include <optional>
 
-#include "qemb/artifact.h"
 #include "qemb/compiler.h"
 #include "passes/passes.h"
 #include "qemb/version.h"
 #include "compiler/compile_mode.h"
+#include "compiler/compile_stream.h"
 #include "compiler/row_source.h"
 #include "compiler/table_output.h"
 #include "compiler/table_values.h"
@@ -155,6 +155,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   const std::optional<ConvertFold> fold = fold_to_u16 ? ConvertFold::find(graph, &convert) : std::nullopt;
   if (fold_to_u16 && !fold) return make_error(ErrorCode::kInternal, "the optimized lowering has no Convert to fold");
 
+  Graph runtime_graph;
   if (fold_to_u16) {
     // Materialized optimized pattern: the Convert folded as the fold pass
     // folds it, a chunk at a time. Each chunk of rows is read again,
@@ -176,23 +177,23 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
       fold->fold_rows(chunk_rows.data(), scales.data() + begin, end - begin, reinterpret_cast<uint16_t*>(dst));
       return table.commit(begin, end, dst);
     }, [&](int64_t begin, const Status& why) { table.abort(begin, why); }));
-    out.runtime_graph = graph;
-    QEMB_RETURN_IF_ERROR(replace_with_constant(out.runtime_graph, convert, table.buffer()));
+    runtime_graph = graph;
+    QEMB_RETURN_IF_ERROR(replace_with_constant(runtime_graph, convert, table.buffer()));
     // The packed weight is dropped now that it is folded: the lowered graph
     // keeps its metadata (shape, per-row encodings) without the data.
     for (Tensor& t : graph.tensors)
       if (t.kind == TensorKind::kStatic && t.encoding.is_per_axis()) t.data.reset();
-    out.lowered = std::move(graph);
+    out.lowered = std::make_shared<const Graph>(std::move(graph));
   } else {
-    out.lowered = graph;  // shares the weight's bytes
-    out.runtime_graph = std::move(graph);
+    out.lowered = std::make_shared<const Graph>(graph);  // shares the weight's bytes
+    runtime_graph = std::move(graph);
     if (out.mode == CompileMode::kFused) {
-      QEMB_RETURN_IF_ERROR(fuse_requant_gathers(out.runtime_graph));
+      QEMB_RETURN_IF_ERROR(fuse_requant_gathers(runtime_graph));
       if (interleave) {
         // The weight the fused gather reads (both patterns fuse to one RequantGather).
         Tensor* w = nullptr;
-        for (const Op& op : out.runtime_graph.ops)
-          if (op.type == OpType::kRequantGather) w = out.runtime_graph.find_tensor(op.inputs[0]);
+        for (const Op& op : runtime_graph.ops)
+          if (op.type == OpType::kRequantGather) w = runtime_graph.find_tensor(op.inputs[0]);
         if (w == nullptr || w->kind != TensorKind::kStatic || !w->encoding.is_per_axis() || !packed)
           return make_error(ErrorCode::kInternal, "the fused graph has no per-row weight to store row-interleaved");
         if (stream_interleaved) {
@@ -203,12 +204,13 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
         } else {
           QEMB_ASSIGN_OR_RETURN(*w, interleave_rows(*w));
         }
-        QEMB_RETURN_IF_ERROR(out.runtime_graph.check());
+        QEMB_RETURN_IF_ERROR(runtime_graph.check());
       }
     } else {
-      QEMB_RETURN_IF_ERROR(fold_static_converts(out.runtime_graph));
+      QEMB_RETURN_IF_ERROR(fold_static_converts(runtime_graph));
     }
   }
+  out.runtime_graph = std::make_shared<const Graph>(std::move(runtime_graph));
 
   nlohmann::json& m = out.metadata;
   m["qemb_version"] = QEMB_VERSION;

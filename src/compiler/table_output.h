@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "qemb/artifact.h"
+#include "artifact/artifact_io.h"
 
 namespace qemb {
 

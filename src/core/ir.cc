@@ -1,4 +1,4 @@
-#include "qemb/ir.h"
+#include "core/ir.h"
 
 #include <algorithm>
 #include <bit>

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "qemb/ir.h"
+#include "core/ir.h"
 
 namespace qemb {
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/ir.h"
 #include "qemb/export.h"
 #include "qemb/file.h"
 
@@ -130,11 +131,11 @@ std::string shell_quote(const std::string& s) {
 }  // namespace
 
 Result<QuantizedEmbedding> quantized_embedding(const CompiledEmbedding& compiled) {
-  return from_graph(compiled.lowered, compiled.metadata);
+  return from_graph(*compiled.lowered, compiled.metadata);
 }
 
 Result<QuantizedEmbedding> quantized_embedding(const LoadedArtifact& artifact) {
-  return from_graph(artifact.graph, artifact.metadata);
+  return from_graph(*artifact.graph, artifact.metadata);
 }
 
 std::vector<uint16_t> folded_table(const QuantizedEmbedding& e) {

@@ -7,7 +7,7 @@
 
 #include "qemb/file.h"
 #include "qemb/half.h"
-#include "qemb/ir.h"
+#include "core/ir.h"
 #include "kernels/half_kernels.h"
 
 namespace qemb {

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "qemb/file.h"
-#include "qemb/ir.h"
+#include "core/ir.h"
 
 namespace qemb {
 namespace {

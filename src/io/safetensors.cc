@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "qemb/file.h"
-#include "qemb/ir.h"
+#include "core/ir.h"
 #include "qemb/json_text.h"
 #include "qemb/strings.h"
 #include "qemb/half.h"

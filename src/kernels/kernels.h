@@ -40,7 +40,7 @@ using GatherU16HalfFn = void (*)(const uint16_t* table, size_t dim,
 
 // The constant inputs of a fused (requantizing) gather.
 struct RequantGatherParams {
-  // Row-major PCQ weights in storage layout (qemb/ir.h): int8, `dim` bytes a row
+  // Row-major PCQ weights in storage layout (core/ir.h): int8, `dim` bytes a row
   // (s8 kernels), or packed two's-complement nibbles, ceil(dim/2) bytes a row,
   // column 2k in the low nibble and 2k+1 in the high one (s4 kernels).
   const uint8_t* weights = nullptr;

@@ -11,7 +11,7 @@
 
 #include "hwy/highway.h"
 #include "kernels/requant-inl.h"
-#include "qemb/ir.h"
+#include "core/ir.h"
 #include "qemb/numeric.h"
 #include "kernels/quantize_kernels.h"
 

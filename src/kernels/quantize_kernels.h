@@ -27,7 +27,7 @@ struct RowStats {
 using RowStatsF32Fn = int64_t (*)(const float* row, size_t dim, RowStats* stats);
 // out[j] = quantize_weight(row[j], row_scale, 127) for j < dim.
 using QuantizeRowS8Fn = void (*)(const float* row, size_t dim, float row_scale, int8_t* out);
-// The same with qmax = 7 into ceil(dim/2) bytes of packed nibbles (qemb/ir.h:
+// The same with qmax = 7 into ceil(dim/2) bytes of packed nibbles (core/ir.h:
 // column 2k low nibble, 2k+1 high nibble); an odd row's padding nibble is 0.
 using QuantizeRowS4Fn = void (*)(const float* row, size_t dim, float row_scale, uint8_t* out);
 struct QuantizeKernelSet {

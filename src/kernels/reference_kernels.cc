@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "qemb/half.h"
-#include "qemb/ir.h"
+#include "core/ir.h"
 #include "kernels/kernels.h"
 #include "qemb/numeric.h"
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "qemb/ir.h"
+#include "core/ir.h"
 #include "qemb/pattern.h"
 #include "qemb/quantize.h"
 #include "qemb/sdk_version.h"

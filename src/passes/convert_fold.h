@@ -9,7 +9,7 @@
 #include <memory>
 #include <optional>
 
-#include "qemb/ir.h"
+#include "core/ir.h"
 #include "kernels/kernels.h"
 
 namespace qemb {

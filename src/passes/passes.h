@@ -1,7 +1,7 @@
 // Compile-time passes over a lowered graph (docs/numeric-contract.md, "Compile modes").
 #pragma once
 
-#include "qemb/ir.h"
+#include "core/ir.h"
 
 namespace qemb {
 

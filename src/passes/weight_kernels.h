@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "qemb/ir.h"
+#include "core/ir.h"
 #include "kernels/kernels.h"
 #include "kernels/quantize_kernels.h"
 

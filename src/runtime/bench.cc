@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "qemb/embedding_bag.h"
+#include "core/ir.h"
 #include "runtime/worker_pool.h"
 
 namespace qemb {
@@ -125,7 +126,7 @@ Result<BenchResult> run_bench(const EmbeddingRuntime& runtime, const BenchOption
 namespace {
 
 Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOptions& options) {
-  QEMB_ASSIGN_OR_RETURN(StoredTable table, stored_table(runtime.artifact().graph));
+  QEMB_ASSIGN_OR_RETURN(StoredTable table, stored_table(*runtime.artifact().graph));
   const int64_t vocab = runtime.vocab_size();
   const size_t dim = static_cast<size_t>(runtime.dim());
   const size_t batch = options.batch;

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <sstream>
 
+#include "core/ir.h"
 #include "qemb/json_text.h"
 #include "qemb/strings.h"
 
 namespace qemb {
+
+namespace {
 
 nlohmann::json encoding_json(const Encoding& e) {
   using nlohmann::json;
@@ -28,6 +31,8 @@ nlohmann::json encoding_json(const Encoding& e) {
   }
   return nullptr;
 }
+
+}  // namespace
 
 nlohmann::json describe_artifact(const EmbeddingRuntime& runtime) {
   using nlohmann::json;
@@ -53,7 +58,7 @@ nlohmann::json describe_artifact(const EmbeddingRuntime& runtime) {
   j["format_version"] = a.format_version;
   j["file_size"] = a.file_size;
   json ops = json::array();
-  for (const Op& op : a.graph.ops) {
+  for (const Op& op : a.graph->ops) {
     json o = {{"type", to_string(op.type)}, {"name", op.name}, {"inputs", op.inputs}, {"outputs", op.outputs}};
     if (op.type == OpType::kGather) o["axis"] = op.axis;
     if (op.intermediate) o["intermediate_encoding"] = encoding_json(*op.intermediate);
@@ -61,7 +66,7 @@ nlohmann::json describe_artifact(const EmbeddingRuntime& runtime) {
   }
   j["ops"] = ops;
   json tensors = json::array();
-  for (const Tensor& t : a.graph.tensors) {
+  for (const Tensor& t : a.graph->tensors) {
     json tj = {{"name", t.name}, {"kind", to_string(t.kind)}, {"dtype", to_string(t.dtype)},
                {"shape", t.shape}, {"encoding", encoding_json(t.encoding)}};
     if (t.data) tj["bytes"] = t.data->size();
@@ -124,7 +129,7 @@ std::string describe_artifact_text(const EmbeddingRuntime& runtime) {
      << "table:        " << runtime.vocab_size() << " x " << runtime.dim() << "\n"
      << "activation:   scale=" << runtime.activation().scale << " offset=" << runtime.activation().offset() << "\n"
      << "kernel:       " << runtime.kernel_name() << "\n";
-  for (const Tensor& t : runtime.artifact().graph.tensors)
+  for (const Tensor& t : runtime.artifact().graph->tensors)
     if (t.interleaved())
       os << "storage:      '" << escape_control(t.name) << "' row-interleaved, " << t.row_stride
          << " bytes a row (scale, then values)\n";
@@ -142,7 +147,7 @@ std::string describe_artifact_text(const EmbeddingRuntime& runtime) {
          << field("vocab_size") << " x " << field("dim") << ", " << field("kernel") << "\n";
     }
   }
-  os << "runtime graph:\n" << runtime.artifact().graph.dump();
+  os << "runtime graph:\n" << runtime.artifact().graph->dump();
   return os.str();
 }
 

@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "qemb/ir.h"
+#include "core/ir.h"
 
 namespace qemb {
 

@@ -2,13 +2,13 @@
 // params it reads, the checks a runnable graph must pass, its reference
 // implementation and how it joins the choice of a kernel. graph_signature,
 // the interpreter and the kernel plan walk a graph's ops through it, so a
-// new op type is one entry here (and one row of QEMB_OP_TYPES in qemb/ir.h).
+// new op type is one entry here (and one row of QEMB_OP_TYPES in core/ir.h).
 #pragma once
 
 #include <span>
 
 #include "kernels/kernels.h"
-#include "qemb/ir.h"
+#include "core/ir.h"
 #include "runtime/interpreter.h"
 
 namespace qemb {

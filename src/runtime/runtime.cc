@@ -306,7 +306,8 @@ Result<std::unique_ptr<EmbeddingRuntime>> EmbeddingRuntime::from_artifact(
     return make_error(ErrorCode::kInvalidArgument, "threads must be >= 0 (0 = one per core)");
   auto impl = std::make_unique<Impl>();
   impl->artifact = std::move(artifact);
-  const Graph& graph = impl->artifact.graph;
+  if (!impl->artifact.graph) impl->artifact.graph = std::make_shared<const Graph>();  // a default LoadedArtifact: empty, refused by plan_table
+  const Graph& graph = *impl->artifact.graph;
   std::vector<std::string> outputs;
   for (const Tensor& t : graph.tensors)
     if (t.kind == TensorKind::kAppRead) outputs.push_back(t.name);

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "artifact/artifact_test_util.h"
-#include "qemb/artifact.h"
+#include "artifact/artifact_io.h"
 
 namespace qemb {
 namespace {
@@ -171,7 +171,7 @@ TEST_F(ArtifactCorruption, HeaderVerifyCatchesMetaAndGraphFlipsButNotDataFlips) 
       ASSERT_TRUE(loaded.ok()) << loaded.error().to_string();
       EXPECT_FALSE(loaded->sections[s.index].verified);
       if (s.name.rfind("tensor:", 0) == 0) {
-        const Tensor* t = loaded->graph.find_tensor(s.name.substr(7));
+        const Tensor* t = loaded->graph->find_tensor(s.name.substr(7));
         ASSERT_NE(t, nullptr);
         EXPECT_EQ(t->data->data()[0], bad[s.offset]);  // the view shows the file's bytes
       }
@@ -442,8 +442,8 @@ TEST_F(ArtifactRows, LayoutIsTheDocumentedOne) {
     EXPECT_EQ(loaded->format_version, 3u);
     EXPECT_EQ(loaded->sections[5].kind, SectionKind::kRows);
     EXPECT_EQ(loaded->sections[5].verified, verify == Verify::kFull);
-    EXPECT_EQ(loaded->graph.dump(), graph_.dump());
-    const Tensor* w4 = loaded->graph.find_tensor("w4");
+    EXPECT_EQ(loaded->graph->dump(), graph_.dump());
+    const Tensor* w4 = loaded->graph->find_tensor("w4");
     ASSERT_NE(w4, nullptr);
     EXPECT_EQ(w4->row_stride, 8u);
     for (int64_t r = 0; r < kRows; ++r) EXPECT_EQ(float_bits(w4->row_scale(r)), float_bits(plain.encoding.scales[r]));
@@ -484,7 +484,7 @@ TEST_F(ArtifactRows, SymmetricOffsetsAreLeftOutOfNewFilesAndReadFromOldOnes) {
   };
   EXPECT_EQ(names(*n), (std::vector<std::string>{"META", "GRAPH", "tensor:w", "scales:w"}));
   EXPECT_EQ(names(*o), (std::vector<std::string>{"META", "GRAPH", "tensor:w", "scales:w", "offsets:w"}));
-  EXPECT_EQ(n->graph.tensors[0].encoding, o->graph.tensors[0].encoding);  // offsets {0, 0} both ways
+  EXPECT_EQ(n->graph->tensors[0].encoding, o->graph->tensors[0].encoding);  // offsets {0, 0} both ways
   // Only format 3 may leave them out.
   auto sections = split_raw(read_bytes(v3));
   auto loaded = load_bytes(build_raw(sections, 2));
@@ -638,7 +638,7 @@ TEST(ArtifactNeverCrashes, RandomGraphJsonValuesWithValidChecksums) {
     });
     auto loaded = load_bytes(forged, Verify::kFull);
     accepted += loaded.ok();
-    if (loaded.ok()) EXPECT_TRUE(loaded->graph.check().ok());
+    if (loaded.ok()) EXPECT_TRUE(loaded->graph->check().ok());
     else EXPECT_EQ(loaded.error().code, ErrorCode::kCorrupt) << loaded.error().message;
   }
   EXPECT_LT(accepted, 3000u);

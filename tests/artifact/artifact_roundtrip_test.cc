@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "artifact/artifact_test_util.h"
-#include "qemb/artifact.h"
+#include "artifact/artifact_io.h"
 #include "qemb/file.h"
 
 namespace qemb {
@@ -95,8 +95,8 @@ TEST(ArtifactRoundTrip, EveryDtypeAndOpComesBackIdentical) {
     struct stat st {};
     ASSERT_EQ(::stat(path.c_str(), &st), 0);
     EXPECT_EQ(loaded->file_size, static_cast<size_t>(st.st_size));
-    expect_same_graph(graph, loaded->graph, *loaded);
-    EXPECT_EQ(loaded->graph.dump(), graph.dump());
+    expect_same_graph(graph, *loaded->graph, *loaded);
+    EXPECT_EQ(loaded->graph->dump(), graph.dump());
     for (const auto& s : loaded->sections)
       EXPECT_EQ(s.verified, verify == Verify::kFull || s.kind != SectionKind::kData) << s.name;
   }
@@ -110,7 +110,7 @@ TEST(ArtifactRoundTrip, DataOutlivesTheLoadedArtifactAndIsTheMapping) {
   {
     auto loaded = load_artifact(path);
     ASSERT_TRUE(loaded.ok()) << loaded.error().to_string();
-    weights = loaded->graph.find_tensor("w4")->data;
+    weights = loaded->graph->find_tensor("w4")->data;
     // The backing is the file mapping itself.
     auto mapping = std::static_pointer_cast<const MappedFile>(loaded->backing);
     EXPECT_EQ(mapping->data(), loaded->bytes);
@@ -133,7 +133,7 @@ TEST(ArtifactRoundTrip, AlignedBytesAreUsedInPlaceUnalignedAreCopiedAligned) {
   auto in_place = load_artifact_from_bytes(aligned, Verify::kFull);
   ASSERT_TRUE(in_place.ok()) << in_place.error().to_string();
   EXPECT_EQ(in_place->bytes, aligned->data());
-  expect_same_graph(make_test_graph(), in_place->graph, *in_place);
+  expect_same_graph(make_test_graph(), *in_place->graph, *in_place);
 
   // A buffer starting one byte past an aligned address.
   std::vector<uint8_t> shifted(file.size() + 1);
@@ -151,7 +151,7 @@ TEST(ArtifactRoundTrip, AlignedBytesAreUsedInPlaceUnalignedAreCopiedAligned) {
   auto copied = load_artifact_from_bytes(std::make_shared<Offset1>(holder), Verify::kFull);
   ASSERT_TRUE(copied.ok()) << copied.error().to_string();
   EXPECT_NE(copied->bytes, holder->data() + 1);
-  expect_same_graph(make_test_graph(), copied->graph, *copied);
+  expect_same_graph(make_test_graph(), *copied->graph, *copied);
 }
 
 // The byte layout is the documented one (docs/artifact-format.md).
@@ -228,7 +228,7 @@ TEST(ArtifactRoundTrip, PerAxisIntermediateAndEmptyTensorsRoundTrip) {
   ASSERT_TRUE(written.ok()) << written.message();
   auto loaded = load_artifact(path);
   ASSERT_TRUE(loaded.ok()) << loaded.error().to_string();
-  expect_same_graph(g, loaded->graph, *loaded);
+  expect_same_graph(g, *loaded->graph, *loaded);
   EXPECT_EQ(loaded->metadata, json::object());
   EXPECT_NE(describe_sections(*loaded).find("op_scales:out"), std::string::npos);
 }
@@ -258,7 +258,7 @@ TEST(ArtifactWrite, LongTensorNamesAreTruncatedInTheTableOnly) {
   ASSERT_TRUE(write_artifact(path, g, json::object()).ok());
   auto loaded = load_artifact(path);
   ASSERT_TRUE(loaded.ok()) << loaded.error().to_string();
-  EXPECT_EQ(loaded->graph.tensors[0].name, long_name);
+  EXPECT_EQ(loaded->graph->tensors[0].name, long_name);
   EXPECT_EQ(loaded->sections[2].name, ("tensor:" + long_name).substr(0, 63));
 }
 

@@ -26,8 +26,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "qemb/artifact.h"
-#include "qemb/ir.h"
+#include "artifact/artifact_io.h"
+#include "core/ir.h"
 
 namespace qemb::artifact_test {
 

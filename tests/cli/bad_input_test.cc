@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "qemb/artifact.h"
+#include "artifact/artifact_io.h"
 #include "qemb/bench.h"
-#include "qemb/ir.h"
+#include "core/ir.h"
 #include "qemb/compiler.h"
 #include "qemb/npy.h"
 #include "qemb/runtime.h"
@@ -233,7 +233,7 @@ class BadInput : public ::testing::Test {
     EXPECT_TRUE(loaded.ok());
     if (!loaded.ok()) return std::string();
     const std::string path = dir_.file("rewritten.qemb");
-    EXPECT_TRUE(write_artifact(path, graph ? *graph : loaded->graph, metadata ? *metadata : loaded->metadata).ok());
+    EXPECT_TRUE(write_artifact(path, graph ? *graph : *loaded->graph, metadata ? *metadata : loaded->metadata).ok());
     const std::string text = qemb::testing::read_text(path);
     fs::remove(path);
     auto sections = artifact_test::split_raw(std::vector<uint8_t>(text.begin(), text.end()));
@@ -250,7 +250,7 @@ class BadInput : public ::testing::Test {
     EXPECT_TRUE(loaded.ok());
     if (!loaded.ok()) return std::string();
     const std::string path = dir_.file("fused-rewritten.qemb");
-    EXPECT_TRUE(write_artifact(path, loaded->graph, loaded->metadata).ok());
+    EXPECT_TRUE(write_artifact(path, *loaded->graph, loaded->metadata).ok());
     const std::string text = qemb::testing::read_text(path);
     fs::remove(path);
     auto sections = artifact_test::split_raw(std::vector<uint8_t>(text.begin(), text.end()));
@@ -276,9 +276,9 @@ class BadInput : public ::testing::Test {
     auto loaded = load_artifact(art_);
     EXPECT_TRUE(loaded.ok());
     if (!loaded.ok()) return std::string();
-    const Tensor* table = loaded->graph.find_tensor(loaded->graph.ops[0].inputs[0]);
+    const Tensor* table = loaded->graph->find_tensor(loaded->graph->ops[0].inputs[0]);
     const Tensor* out = nullptr;
-    for (const Tensor& t : loaded->graph.tensors)
+    for (const Tensor& t : loaded->graph->tensors)
       if (t.kind == TensorKind::kAppRead) out = &t;
     Graph g;
     g.add_tensor(*table);

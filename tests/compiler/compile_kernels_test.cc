@@ -77,7 +77,7 @@ TEST(CompileKernels, StreamingCompileMatchesScalarRouteByteForByte) {
           ASSERT_TRUE(c.ok()) << c.error().to_string();
           SCOPED_TRACE(std::string(to_string(scheme)) + " " + version + " " + to_string(mode) + " dim " +
                        std::to_string(dim));
-          expect_same_static_bytes(c->runtime_graph, reference_graph(table, rows, dim, scheme, version, mode));
+          expect_same_static_bytes(*c->runtime_graph, reference_graph(table, rows, dim, scheme, version, mode));
         }
       }
     }
@@ -90,9 +90,9 @@ TEST(CompileKernels, MaterializedOptimizedKeepsLoweredGraphMetadataWithoutWeight
   o.mode = CompileMode::kMaterialize;
   auto c = compile_table(table.data(), 9, 4, o, target("2.48"));
   ASSERT_TRUE(c.ok());
-  ASSERT_EQ(c->lowered.ops.size(), 2u);  // Convert + Gather, as lowered
+  ASSERT_EQ(c->lowered->ops.size(), 2u);  // Convert + Gather, as lowered
   const Tensor* w = nullptr;
-  for (const Tensor& t : c->lowered.tensors)
+  for (const Tensor& t : c->lowered->tensors)
     if (t.kind == TensorKind::kStatic) w = &t;
   ASSERT_NE(w, nullptr);
   EXPECT_EQ(w->shape, (std::vector<int64_t>{9, 4}));
@@ -143,8 +143,8 @@ TEST(CompileKernels, CheckpointStreamedIntoTheArtifactMatchesTheInMemoryCompile)
           ASSERT_TRUE(in_memory.ok()) << in_memory.error().to_string();
           auto loaded = load_artifact(out, Verify::kFull);
           ASSERT_TRUE(loaded.ok()) << loaded.error().to_string();
-          expect_same_static_bytes(loaded->graph, in_memory->runtime_graph);
-          EXPECT_EQ(streamed->runtime_graph.dump(), in_memory->runtime_graph.dump());
+          expect_same_static_bytes(*loaded->graph, *in_memory->runtime_graph);
+          EXPECT_EQ(streamed->runtime_graph->dump(), in_memory->runtime_graph->dump());
           EXPECT_EQ(loaded->metadata, streamed->metadata);
         }
       }

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/ir.h"
 #include "qemb/compiler.h"
 #include "qemb/safetensors.h"
 #include "support/address_limit.h"
@@ -46,8 +47,8 @@ TEST(CompileTable, OptimizedFoldsToOneGatherOverUint16Table) {
   auto c = compile_table(table.data(), 17, 5, o, target("2.48"));
   ASSERT_TRUE(c.ok()) << c.error().to_string();
   EXPECT_EQ(c->pattern, Pattern::kOptimized);
-  EXPECT_EQ(op_types(c->runtime_graph), (std::vector<std::string>{"Gather:embedding"}));
-  const Tensor* t = c->runtime_graph.find_tensor("embedding_convert");
+  EXPECT_EQ(op_types(*c->runtime_graph), (std::vector<std::string>{"Gather:embedding"}));
+  const Tensor* t = c->runtime_graph->find_tensor("embedding_convert");
   ASSERT_NE(t, nullptr);
   EXPECT_EQ(t->kind, TensorKind::kStatic);
   EXPECT_EQ(t->dtype, DataType::kUFixedPoint16);
@@ -62,7 +63,7 @@ TEST(CompileTable, LegacyKeepsBothOpsWhenMaterialized) {
   auto c = compile_table(table.data(), 9, 4, o, target("2.37"));
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->pattern, Pattern::kLegacy);
-  EXPECT_EQ(op_types(c->runtime_graph),
+  EXPECT_EQ(op_types(*c->runtime_graph),
             (std::vector<std::string>{"Gather:embedding_intermediate", "Convert:embedding_convert"}));
   EXPECT_NE(c->pattern_reason.find("2.37"), std::string::npos);
   EXPECT_NE(c->pattern_reason.find("2.48"), std::string::npos);
@@ -75,8 +76,8 @@ TEST(CompileTable, FusedModeLeavesOneRequantGatherForBothPatterns) {
   for (const char* v : {"2.37", "2.48"}) {
     auto c = compile_table(table.data(), 9, 4, o, target(v));
     ASSERT_TRUE(c.ok());
-    EXPECT_EQ(op_types(c->runtime_graph), (std::vector<std::string>{"RequantGather:embedding"})) << v;
-    EXPECT_EQ(c->runtime_graph.ops[0].intermediate.has_value(), c->pattern == Pattern::kLegacy);
+    EXPECT_EQ(op_types(*c->runtime_graph), (std::vector<std::string>{"RequantGather:embedding"})) << v;
+    EXPECT_EQ(c->runtime_graph->ops[0].intermediate.has_value(), c->pattern == Pattern::kLegacy);
   }
 }
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "qemb/artifact.h"
+#include "artifact/artifact_io.h"
 #include "qemb/compiler.h"
 #include "qemb/embedding_bag.h"
 #include "qemb/half.h"
@@ -39,7 +39,7 @@ std::unique_ptr<EmbeddingRuntime> make_runtime(const TempDir& dir, const char* f
   auto c = compile_table(table.data(), rows, dim, o, target(sdk));
   EXPECT_TRUE(c.ok()) << c.error().to_string();
   const std::string path = dir.file(file);
-  EXPECT_TRUE(write_artifact(path, c->runtime_graph, c->metadata).ok());
+  EXPECT_TRUE(write_artifact(path, *c->runtime_graph, c->metadata).ok());
   auto rt = EmbeddingRuntime::load(path, options);
   EXPECT_TRUE(rt.ok()) << rt.error().to_string();
   return std::move(rt).value();

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <thread>
 
-#include "qemb/artifact.h"
+#include "artifact/artifact_io.h"
 #include "qemb/compiler.h"
 #include "qemb/embedding_bag.h"
 #include "qemb/half.h"
@@ -53,7 +53,7 @@ class RuntimeE2E : public ::testing::TestWithParam<Case> {
     ASSERT_TRUE(c.ok()) << c.error().to_string();
     compiled_ = std::move(c).value();
     path_ = dir_.file("t.qemb");
-    ASSERT_TRUE(write_artifact(path_, compiled_.runtime_graph, compiled_.metadata).ok());
+    ASSERT_TRUE(write_artifact(path_, *compiled_.runtime_graph, compiled_.metadata).ok());
   }
   TempDir dir_;
   std::vector<float> table_;
@@ -124,7 +124,7 @@ TEST_P(RuntimeE2E, EveryRowMatchesTheContractOnFastAndReferencePaths) {
 TEST_P(RuntimeE2E, FormatOneFileOfTheSameGraphServesTheSameBits) {
   const bool fused = GetParam().mode == CompileMode::kFused;
   const std::string old_path = dir_.file("old.qemb");
-  ASSERT_TRUE(write_artifact(old_path, compiled_.runtime_graph, compiled_.metadata, ArtifactWriteOptions{1}).ok());
+  ASSERT_TRUE(write_artifact(old_path, *compiled_.runtime_graph, compiled_.metadata, ArtifactWriteOptions{1}).ok());
   std::vector<int64_t> ids;
   for (int64_t r = kRows - 1; r >= 0; --r) ids.push_back(r);
   for (int64_t r = 0; r < kRows; r += 3) ids.push_back(r);
@@ -239,7 +239,7 @@ TEST(RuntimeLoad, TruncatedArtifactIsRefusedCleanly) {
   auto c = compile_table(table.data(), 16, 8, CompileOptions{}, target("2.48"));
   ASSERT_TRUE(c.ok());
   const std::string path = dir.file("t.qemb");
-  ASSERT_TRUE(write_artifact(path, c->runtime_graph, c->metadata).ok());
+  ASSERT_TRUE(write_artifact(path, *c->runtime_graph, c->metadata).ok());
   const auto size = std::filesystem::file_size(path);
   for (Verify v : {Verify::kFull, Verify::kHeader}) {
     std::filesystem::resize_file(path, size - 1);

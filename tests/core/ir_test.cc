@@ -1,6 +1,6 @@
 // The graph IR: storage layout (incl. packed 4-bit nibbles), names, structural
 // checks and the dump.
-#include "qemb/ir.h"
+#include "core/ir.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

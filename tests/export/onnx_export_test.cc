@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "artifact/artifact_io.h"
 #include "qemb/export.h"
 #include "qemb/file.h"
 #include "qemb/safetensors.h"
@@ -75,9 +76,11 @@ TEST(OnnxExport, SeveralTablesAreRefused) {
   o.node_name = "second";
   auto b = compile_table(table.data(), kRows, kDim, o, sdk_2_48());
   ASSERT_TRUE(a.ok() && b.ok());
+  Graph g = *a->lowered;
+  for (const Tensor& t : b->lowered->tensors) g.add_tensor(t);
+  for (const Op& op : b->lowered->ops) g.add_op(op);
   CompiledEmbedding both = *a;
-  for (const Tensor& t : b->lowered.tensors) both.lowered.add_tensor(t);
-  for (const Op& op : b->lowered.ops) both.lowered.add_op(op);
+  both.lowered = std::make_shared<const Graph>(std::move(g));
   auto e = quantized_embedding(both);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.error().code, ErrorCode::kUnsupported);
@@ -197,7 +200,7 @@ TEST(OnnxExport, ExportCommandOfAnArtifact) {
     auto c = compile_table(table.data(), kRows, kDim, o, sdk_2_48());
     ASSERT_TRUE(c.ok());
     const std::string path = dir.file("my model.qemb");
-    ASSERT_TRUE(write_artifact(path, c->runtime_graph, c->metadata).ok());
+    ASSERT_TRUE(write_artifact(path, *c->runtime_graph, c->metadata).ok());
     auto a = load_artifact(path);
     ASSERT_TRUE(a.ok());
     const std::string q = "'" + dir.file("my model");

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "qemb/ir.h"
+#include "core/ir.h"
 #include "kernels/kernels.h"
 #include "qemb/quantize.h"
 

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "qemb/ir.h"
+#include "core/ir.h"
 #include "qemb/quantize.h"
 #include "kernels/quantize_kernels.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/gather_tester.h"
-#include "qemb/ir.h"
+#include "core/ir.h"
 #include "kernels/kernels.h"
 #include "qemb/quantize.h"
 

@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "qemb/artifact.h"
-#include "qemb/ir.h"
+#include "artifact/artifact_io.h"
+#include "core/ir.h"
 #include "qemb/runtime.h"
 #include "support/graph_util.h"
 #include "support/test_util.h"

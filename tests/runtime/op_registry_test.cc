@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "qemb/artifact.h"
-#include "qemb/ir.h"
+#include "core/ir.h"
 #include "qemb/runtime.h"
 #include "runtime/interpreter.h"
 #include "runtime/op_registry.h"
@@ -78,7 +78,7 @@ Graph base(bool u16_table) {
 
 std::string kernel_stem_of(Graph g) {
   LoadedArtifact a;
-  a.graph = std::move(g);
+  a.graph = std::make_shared<const Graph>(std::move(g));
   RuntimeOptions options;
   options.threads = 1;
   auto rt = EmbeddingRuntime::from_artifact(std::move(a), options);

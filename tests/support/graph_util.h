@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "qemb/ir.h"
+#include "core/ir.h"
 
 namespace qemb::testing {
 
