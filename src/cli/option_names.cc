@@ -15,6 +15,7 @@ struct FieldFlag {
 constexpr FieldFlag kFieldFlags[] = {
     {"CompileOptions.mode = ", "--mode "},
     {"CompileOptions.pattern = ", "--pattern "},
+    {"CompileOptions.tensor = ", "--tensor "},
     {"OnnxExportOptions.opset = ", "--opset "},
     {"CompileOptions.tensor", "--tensor"},
     {"CompileOptions.scheme", "--scheme"},
@@ -31,6 +32,10 @@ constexpr FieldFlag kFieldFlags[] = {
     {"OnnxExportOptions.int4_weights", "--int4-weights"},
     {"OnnxExportRequest.encodings_path", "--encodings"},
     {"OnnxExportRequest.out_path", "-o"},
+    {"BenchOptions.batch", "--batch"},
+    // The SDK layer names the field every options struct (and the Python
+    // module's keyword) shares.
+    {"(qnn_sdk_version)", "(--qnn-sdk-version)"},
 };
 
 }  // namespace

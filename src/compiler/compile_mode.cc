@@ -36,10 +36,10 @@ std::string mib(uint64_t bytes) {
 CompileMode resolve_mode(const CompileOptions& options, uint64_t materialized, std::string& reason) {
   switch (options.mode) {
     case CompileMode::kMaterialize:
-      reason = "forced with --mode materialize";
+      reason = "requested";
       return CompileMode::kMaterialize;
     case CompileMode::kFused:
-      reason = "forced with --mode fused";
+      reason = "requested";
       return CompileMode::kFused;
     case CompileMode::kAuto:
       break;

@@ -147,7 +147,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
                       "the embedding table is empty (" + std::to_string(rows) + " x " + std::to_string(dim) +
                           "); it needs at least one row and one column");
   if (options.schemes.empty())
-    return make_error(ErrorCode::kInvalidArgument, "no scheme to evaluate; pass --scheme 16a4w, 16a8w or all");
+    return make_error(ErrorCode::kInvalidArgument, "no scheme to evaluate: EvalOptions.schemes is empty");
   EvalReport report;
   report.file = source.file;
   report.tensor = source.tensor;

@@ -55,7 +55,7 @@ Result<QuantizedEmbedding> from_graph(const Graph& g, const nlohmann::json& meta
   if (outputs > 1)
     return make_error(ErrorCode::kUnsupported,
                       "the graph holds " + std::to_string(outputs) +
-                          " tables; export-onnx exports one table: export each from the checkpoint with --tensor");
+                          " tables; export-onnx exports one table: export each from the checkpoint with CompileOptions.tensor");
   for (const Tensor& t : g.tensors) {
     if (t.kind == TensorKind::kStatic && t.dtype == DataType::kSFixedPoint8 && t.encoding.is_per_axis()) weight = &t;
     if (t.kind == TensorKind::kStatic && t.dtype == DataType::kUFixedPoint16 && t.data && t.data->data()) folded = &t;

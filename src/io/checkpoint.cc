@@ -368,7 +368,7 @@ Result<std::string> Checkpoint::find_embedding(const std::string& explicit_name)
     }
     if (matches.size() > 1)
       return make_error(ErrorCode::kInvalidArgument, "several embedding tables in " + in_quotes(file()) + ": " +
-                                                         join_names(matches) + ". Pass --tensor NAME to choose one");
+                                                         join_names(matches) + ". Pass CompileOptions.tensor = NAME to choose one");
     if (matches.empty() && tied.size() == 1) {
       name = tied[0];
     } else if (matches.empty()) {
@@ -377,7 +377,7 @@ Result<std::string> Checkpoint::find_embedding(const std::string& explicit_name)
                             " (looked for a 2-D tensor named *embed_tokens.weight, *tok_embeddings.weight, "
                             "*tok_embedding.weight, *wte.weight, *word_embeddings.weight or *token_embd.weight, "
                             "or a tied model's *lm_head.weight); tensors: " +
-                            join_names(tensor_names()) + ". Pass --tensor NAME");
+                            join_names(tensor_names()) + ". Pass CompileOptions.tensor = NAME");
     } else {
       name = matches[0];
     }
@@ -386,7 +386,7 @@ Result<std::string> Checkpoint::find_embedding(const std::string& explicit_name)
     return make_error(ErrorCode::kNotFound,
                       "no input embedding in " + in_quotes(file()) + ": only " + in_quotes(name) +
                           ", and config.json says \"tie_word_embeddings\": false, so it is not the input "
-                          "embedding. Pass --tensor " + name + " to quantize it anyway");
+                          "embedding. Pass CompileOptions.tensor = " + name + " to quantize it anyway");
   return name;
 }
 

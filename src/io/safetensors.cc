@@ -392,10 +392,10 @@ Result<std::string> find_embedding_tensor(const SafetensorsFile& f, const std::s
                           " (looked for a 2-D tensor named *embed_tokens.weight, "
                           "*tok_embeddings.weight, *tok_embedding.weight, *wte.weight, *word_embeddings.weight or "
                           "*token_embd.weight, or a tied model's *lm_head.weight); " +
-                          listed + ". Pass --tensor NAME");
+                          listed + ". Pass CompileOptions.tensor = NAME");
   }
   return make_error(ErrorCode::kInvalidArgument, "several embedding tables in " + file + ": " + join_tensors(matches) +
-                                                     ". Pass --tensor NAME to choose one");
+                                                     ". Pass CompileOptions.tensor = NAME to choose one");
 }
 
 Result<std::vector<uint8_t>> floats_to_dtype_bytes(const float* values, size_t count, const std::string& dtype) {

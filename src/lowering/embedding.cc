@@ -129,7 +129,7 @@ Graph legacy_graph(Tensor weight, const ActivationEncoding& act, const std::stri
 std::string how_to_get_optimized() {
   return "to get the optimized pattern, target QNN SDK >= " +
          optimized_pattern_min_version().to_string() +
-         " with --qnn-sdk-version or by setting QNN_SDK_ROOT to such an SDK";
+         ": give that version explicitly or set QNN_SDK_ROOT to such an SDK";
 }
 
 }  // namespace
@@ -143,11 +143,11 @@ Result<PatternChoice> choose_pattern(Pattern requested, const TargetVersion& tar
     case Pattern::kOptimized:
       if (target.version && *target.version < needed) return convert_needs_newer_sdk(name + "_convert", *target.version);
       out.pattern = Pattern::kOptimized;
-      out.reason = "forced with --pattern optimized; target SDK " + version_text;
+      out.reason = "requested; target SDK " + version_text;
       break;
     case Pattern::kLegacy:
       out.pattern = Pattern::kLegacy;
-      out.reason = "forced with --pattern legacy; target SDK " + version_text;
+      out.reason = "requested; target SDK " + version_text;
       break;
     case Pattern::kAuto:
       if (!target.version) {

@@ -16,7 +16,8 @@ Error convert_needs_newer_sdk(const std::string& op_name, const SdkVersion& targ
   return make_error(ErrorCode::kValidationError,
                     "op '" + op_name + "' (Convert on a per-channel STATIC weight) needs QNN SDK >= " +
                         optimized_pattern_min_version().to_string() + ", but the target is " + target.to_string() +
-                        "; use --pattern legacy (or auto), or target a newer SDK with --qnn-sdk-version");
+                        "; use CompileOptions.pattern = legacy (or auto), or target a newer SDK with "
+                        "CompileOptions.qnn_sdk_version");
 }
 
 // The model of what each SDK version runs. Gather from per-axis or per-tensor

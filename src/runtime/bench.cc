@@ -92,7 +92,7 @@ Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOp
 }  // namespace
 
 Result<BenchResult> run_bench(const EmbeddingRuntime& runtime, const BenchOptions& options) {
-  if (options.batch == 0) return make_error(ErrorCode::kInvalidArgument, "--batch must be at least 1");
+  if (options.batch == 0) return make_error(ErrorCode::kInvalidArgument, "BenchOptions.batch must be at least 1");
   if (options.hot_set == 0 && !options.cold)
     return make_error(ErrorCode::kInvalidArgument, "the hot id set must hold at least 1 id");
   if (!std::isfinite(options.min_seconds) || !(options.min_seconds > 0))
@@ -110,16 +110,16 @@ Result<BenchResult> run_bench(const EmbeddingRuntime& runtime, const BenchOption
     return make_error(ErrorCode::kInvalidArgument,
                       "a batch of " + std::to_string(options.batch) + " rows of " + std::to_string(runtime.dim()) +
                           " values needs more than half of this machine's memory (" + std::to_string(memory) +
-                          " bytes); use a smaller --batch");
+                          " bytes); use a smaller BenchOptions.batch");
   try {
     return run_bench_ids(runtime, o);
   } catch (const std::bad_alloc&) {
     return make_error(ErrorCode::kInvalidArgument,
                       "cannot allocate the buffers for a batch of " + std::to_string(options.batch) +
-                          " rows; use a smaller --batch");
+                          " rows; use a smaller BenchOptions.batch");
   } catch (const std::length_error&) {
     return make_error(ErrorCode::kInvalidArgument,
-                      "a batch of " + std::to_string(options.batch) + " rows is too large; use a smaller --batch");
+                      "a batch of " + std::to_string(options.batch) + " rows is too large; use a smaller BenchOptions.batch");
   }
 }
 

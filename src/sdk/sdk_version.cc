@@ -17,8 +17,8 @@ constexpr std::string_view kExpectedForm =
 
 constexpr std::string_view kHowToFixRoot =
     "set QNN_SDK_ROOT to the unpacked QNN/QAIRT SDK folder (e.g. "
-    "/opt/qcom/aistack/qairt/2.43.0.260128) or pass the target version with "
-    "--qnn-sdk-version";
+    "/opt/qcom/aistack/qairt/2.43.0.260128) or give the target SDK version "
+    "explicitly";
 
 Error version_error(std::string message) {
   return make_error(ErrorCode::kVersionError, std::move(message));
@@ -168,13 +168,13 @@ Result<BuildId> read_build_id_with_source(const char* qnn_sdk_root) {
   } else if (ec || yaml_status.type() != std::filesystem::file_type::regular) {
     return version_error(root_shown + ", but " + yaml_path + " cannot be read (" +
                          (ec ? ec.message() : std::string("not a regular file")) +
-                         "); fix or remove it, or pass the target version with --qnn-sdk-version");
+                         "); fix or remove it, or give the target SDK version explicitly");
   } else {
     std::ifstream yaml(yaml_path, std::ios::binary);
     if (!yaml) {
       return version_error(root_shown + ", but " + yaml_path +
-                           " cannot be opened; fix its permissions or pass the target version "
-                           "with --qnn-sdk-version");
+                           " cannot be opened; fix its permissions or give the target SDK version "
+                           "explicitly");
     }
     std::optional<YamlVersionLine> found = find_yaml_version_line(yaml);
     if (found) {
@@ -183,14 +183,14 @@ Result<BuildId> read_build_id_with_source(const char* qnn_sdk_root) {
         return version_error(root_shown + ", but line " + std::to_string(found->line_number) +
                              " of " + yaml_path + " (" + quote(found->line) +
                              ") does not hold a valid version: " + parsed.error().message +
-                             "; fix that line or pass the target version with --qnn-sdk-version");
+                             "; fix that line or give the target SDK version explicitly");
       }
       return BuildId{std::move(parsed).value(), "QNN_SDK_ROOT sdk.yaml (" + yaml_path + ")"};
     }
     if (yaml.bad()) {
       return version_error(root_shown + ", but reading " + yaml_path +
-                           " failed; fix the file or pass the target version with "
-                           "--qnn-sdk-version");
+                           " failed; fix the file or give the target SDK version "
+                           "explicitly");
     }
     yaml_finding = yaml_path + " has no top-level \"version:\" line";
   }
@@ -311,9 +311,9 @@ Result<TargetVersion> discover_target_version_from(const std::string& explicit_v
   if (!explicit_version.empty()) {
     Result<SdkVersion> parsed = SdkVersion::parse(explicit_version);
     if (!parsed.ok()) {
-      return version_error("target SDK version (--qnn-sdk-version): " + parsed.error().message);
+      return version_error("target SDK version (qnn_sdk_version): " + parsed.error().message);
     }
-    return TargetVersion{std::move(parsed).value(), "explicit (--qnn-sdk-version)", ""};
+    return TargetVersion{std::move(parsed).value(), "explicit", ""};
   }
   Result<BuildId> id = read_build_id_with_source(qnn_sdk_root);
   if (!id.ok()) return TargetVersion{std::nullopt, "unknown", id.error().message};

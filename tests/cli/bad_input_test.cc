@@ -1136,7 +1136,7 @@ TEST_F(BadInput, LibraryTable) {
          o.batch = 1000000000000;  // bad_alloc before
          return run_bench(rt, o).status();
        },
-       ErrorCode::kInvalidArgument, "use a smaller --batch"},
+       ErrorCode::kInvalidArgument, "use a smaller BenchOptions.batch"},
       {"artifact of an inconsistent graph over an existing file",
        [&] {
          write_file(out_path, kPrecious);

@@ -170,7 +170,7 @@ TEST_F(Cli, CompileJsonIsInspectJsonWithTiming) {
   EXPECT_EQ(compiled["pattern"], "legacy");
   EXPECT_NE(compiled["pattern_reason"].get<std::string>().find("2.37"), std::string::npos);
   EXPECT_EQ(compiled["mode"], "fused");
-  EXPECT_EQ(compiled["mode_reason"], "forced with --mode fused");
+  EXPECT_EQ(compiled["mode_reason"], "requested");
 }
 
 // A mistyped --tensor gets one explanation in every command: where the path

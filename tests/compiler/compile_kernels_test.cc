@@ -22,7 +22,7 @@ namespace {
 TargetVersion target(const char* v) {
   TargetVersion t;
   t.version = SdkVersion::parse(v).value();
-  t.source = "explicit (--qnn-sdk-version)";
+  t.source = "explicit";
   return t;
 }
 

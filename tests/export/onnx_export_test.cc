@@ -30,7 +30,7 @@ constexpr int64_t kRows = 24, kDim = 10;
 TargetVersion sdk_2_48() {
   TargetVersion t;
   t.version = SdkVersion::parse("2.48").value();
-  t.source = "explicit (--qnn-sdk-version)";
+  t.source = "explicit";
   return t;
 }
 
@@ -85,7 +85,7 @@ TEST(OnnxExport, SeveralTablesAreRefused) {
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.error().code, ErrorCode::kUnsupported);
   EXPECT_EQ(e.error().message,
-            "the graph holds 2 tables; export-onnx exports one table: export each from the checkpoint with --tensor");
+            "the graph holds 2 tables; export-onnx exports one table: export each from the checkpoint with CompileOptions.tensor");
 }
 
 TEST(OnnxExport, ExportErrorsSayWhatToChange) {

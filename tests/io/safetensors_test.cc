@@ -416,7 +416,7 @@ TEST(FindEmbeddingTensor, NoneFound) {
   EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
   EXPECT_THAT(r.error().message, HasSubstr("no embedding table found in 'bad.safetensors'"));
   EXPECT_THAT(r.error().message, HasSubstr("2-D tensors: xwte.weight I8[2, 2]"));
-  EXPECT_THAT(r.error().message, HasSubstr("Pass --tensor NAME"));
+  EXPECT_THAT(r.error().message, HasSubstr("Pass CompileOptions.tensor = NAME"));
 }
 
 TEST(FindEmbeddingTensor, SeveralFound) {
@@ -429,7 +429,7 @@ TEST(FindEmbeddingTensor, SeveralFound) {
   EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
   EXPECT_THAT(r.error().message, HasSubstr("encoder.embed_tokens.weight I8[2, 2]"));
   EXPECT_THAT(r.error().message, HasSubstr("decoder.embed_tokens.weight I8[2, 2]"));
-  EXPECT_THAT(r.error().message, HasSubstr("Pass --tensor NAME"));
+  EXPECT_THAT(r.error().message, HasSubstr("Pass CompileOptions.tensor = NAME"));
 }
 
 TEST(FindEmbeddingTensor, ExplicitMissingOrNot2D) {

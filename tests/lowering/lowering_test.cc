@@ -258,7 +258,7 @@ TEST(GatingTest, AutoOnOlderTargetSaysWhyAndHowToGetOptimized) {
   EXPECT_EQ(r->pattern, Pattern::kLegacy);
   EXPECT_THAT(r->reason, HasSubstr("2.37"));
   EXPECT_THAT(r->reason, HasSubstr("2.48"));
-  EXPECT_THAT(r->reason, HasSubstr("--qnn-sdk-version"));
+  EXPECT_THAT(r->reason, HasSubstr("give that version explicitly"));
 }
 
 TEST(GatingTest, UnknownVersionFallsBackToLegacyWithReasonAndRemedy) {
@@ -272,7 +272,7 @@ TEST(GatingTest, UnknownVersionFallsBackToLegacyWithReasonAndRemedy) {
     EXPECT_THAT(r->reason, HasSubstr("unknown"));
     EXPECT_THAT(r->reason, HasSubstr("optimized pattern"));  // how to get it:
     EXPECT_THAT(r->reason, HasSubstr("2.48"));
-    EXPECT_THAT(r->reason, HasSubstr("--qnn-sdk-version"));
+    EXPECT_THAT(r->reason, HasSubstr("give that version explicitly"));
     EXPECT_THAT(r->reason, HasSubstr("QNN_SDK_ROOT"));
   }
 }
@@ -288,7 +288,7 @@ TEST(GatingTest, ForcedOptimizedOnOlderTargetFailsValidationNamingOpAndVersions)
       EXPECT_THAT(m, HasSubstr("'tok_convert'"));  // the op
       EXPECT_THAT(m, HasSubstr("2.48"));           // the version it needs
       EXPECT_THAT(m, HasSubstr(SdkVersion::parse(old)->to_string()));  // the target's
-      EXPECT_THAT(m, HasSubstr("--pattern legacy"));
+      EXPECT_THAT(m, HasSubstr("CompileOptions.pattern = legacy"));
     }
   }
 }
@@ -298,7 +298,7 @@ TEST(GatingTest, ForcedOptimizedOnSupportedOrUnknownTargetWorks) {
     Result<LoweredEmbedding> r = lower_embedding(Table8(), Act(), t, Options(Pattern::kOptimized));
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_EQ(r->pattern, Pattern::kOptimized);
-    EXPECT_THAT(r->reason, HasSubstr("forced"));
+    EXPECT_THAT(r->reason, HasSubstr("requested"));
   }
 }
 
@@ -308,7 +308,7 @@ TEST(GatingTest, ForcedLegacyWorksOnEveryTarget) {
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_EQ(r->pattern, Pattern::kLegacy);
     EXPECT_NE(r->graph.find_tensor("tok_intermediate"), nullptr);
-    EXPECT_THAT(r->reason, HasSubstr("forced"));
+    EXPECT_THAT(r->reason, HasSubstr("requested"));
   }
 }
 
@@ -326,7 +326,8 @@ TEST(GatingTest, ChoosePatternIsTheLoweringsDecision) {
         EXPECT_EQ(choice.error().message, lowered.error().message);
         EXPECT_EQ(choice.error().message,
                   "op 'tok_convert' (Convert on a per-channel STATIC weight) needs QNN SDK >= 2.48, but the target "
-                  "is 2.37; use --pattern legacy (or auto), or target a newer SDK with --qnn-sdk-version");
+                  "is 2.37; use CompileOptions.pattern = legacy (or auto), or target a newer SDK with "
+                  "CompileOptions.qnn_sdk_version");
         continue;
       }
       EXPECT_EQ(choice->pattern, lowered->pattern);

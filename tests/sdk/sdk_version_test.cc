@@ -21,8 +21,8 @@ using ::testing::HasSubstr;
 
 constexpr const char* kHowToFixRoot =
     "set QNN_SDK_ROOT to the unpacked QNN/QAIRT SDK folder (e.g. "
-    "/opt/qcom/aistack/qairt/2.43.0.260128) or pass the target version with "
-    "--qnn-sdk-version";
+    "/opt/qcom/aistack/qairt/2.43.0.260128) or give the target SDK version "
+    "explicitly";
 
 SdkVersion V(const std::string& text) {
   Result<SdkVersion> parsed = SdkVersion::parse(text);
@@ -402,7 +402,7 @@ TEST_F(SdkRootTest, GarbageSdkYamlVersionIsErrorEvenWithVersionedName) {
                 "/sdk.yaml (\"version: two.forty # bad\") does not hold a valid version: invalid "
                 "SDK version \"two.forty\": part 1 \"two\" is not a decimal number; expected "
                 "MAJOR.MINOR[.PATCH[.BUILD]] with decimal parts, e.g. 2.48 or v2.37.0.250724; "
-                "fix that line or pass the target version with --qnn-sdk-version");
+                "fix that line or give the target SDK version explicitly");
 }
 
 TEST_F(SdkRootTest, EmptyOrUnterminatedSdkYamlVersionIsError) {
@@ -425,7 +425,7 @@ TEST_F(SdkRootTest, SdkYamlThatIsAFolderIsError) {
   EXPECT_EQ(r.error().code, ErrorCode::kVersionError);
   EXPECT_EQ(r.error().message, "QNN_SDK_ROOT is \"" + root + "\", but " + root +
                                    "/sdk.yaml cannot be read (not a regular file); fix or remove "
-                                   "it, or pass the target version with --qnn-sdk-version");
+                                   "it, or give the target SDK version explicitly");
 }
 
 // ---------------------------------------------------------------------------
@@ -437,7 +437,7 @@ TEST_F(SdkRootTest, ExplicitVersionWinsOverSdkRoot) {
   ASSERT_TRUE(target.ok());
   ASSERT_TRUE(target->version.has_value());
   EXPECT_EQ(target->version->to_string(), "2.48.0.260715");
-  EXPECT_EQ(target->source, "explicit (--qnn-sdk-version)");
+  EXPECT_EQ(target->source, "explicit");
   EXPECT_EQ(target->unknown_reason, "");
 }
 
@@ -447,7 +447,7 @@ TEST_F(SdkRootTest, BadExplicitVersionIsErrorEvenWithGoodSdkRoot) {
   ASSERT_FALSE(target.ok());
   EXPECT_EQ(target.error().code, ErrorCode::kVersionError);
   EXPECT_EQ(target.error().message,
-            "target SDK version (--qnn-sdk-version): invalid SDK version \"2.x\": part 2 \"x\" is "
+            "target SDK version (qnn_sdk_version): invalid SDK version \"2.x\": part 2 \"x\" is "
             "not a decimal number; expected MAJOR.MINOR[.PATCH[.BUILD]] with decimal parts, e.g. "
             "2.48 or v2.37.0.250724");
 }
@@ -466,7 +466,7 @@ TEST_F(SdkRootTest, UnreadableSdkRootMeansUnknownWithReason) {
     EXPECT_FALSE(target->version.has_value());
     EXPECT_EQ(target->source, "unknown");
     EXPECT_THAT(target->unknown_reason, HasSubstr(c.reason_part));
-    EXPECT_THAT(target->unknown_reason, HasSubstr("--qnn-sdk-version"));
+    EXPECT_THAT(target->unknown_reason, HasSubstr("give the target SDK version explicitly"));
   }
 }
 
@@ -516,7 +516,7 @@ TEST_F(SdkRootEnvTest, ReadsVariable) {
   Result<TargetVersion> explicit_target = discover_target_version("3.0");
   ASSERT_TRUE(explicit_target.ok());
   EXPECT_EQ(*explicit_target->version, V("3.0"));
-  EXPECT_EQ(explicit_target->source, "explicit (--qnn-sdk-version)");
+  EXPECT_EQ(explicit_target->source, "explicit");
 }
 
 TEST_F(SdkRootEnvTest, UnsetVariable) {
