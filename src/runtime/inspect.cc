@@ -136,7 +136,7 @@ std::string describe_artifact_text(const EmbeddingRuntime& runtime) {
   if (j["source"].is_object())
     os << "source:       " << source("file") << " : " << source("tensor") << " (" << source("dtype") << ")\n";
   if (runtime.table_count() > 1 && j["tables"].is_array()) {
-    os << "tables:       " << runtime.table_count() << " (the lines above describe the first; qemb run --table NAME)\n";
+    os << "tables:       " << runtime.table_count() << " (the lines above describe the first; each is chosen by its name)\n";
     for (const nlohmann::json& t : j["tables"]) {
       auto field = [&](const char* key) {
         const auto it = t.find(key);
