@@ -135,7 +135,7 @@ Result<std::vector<Scheme>> parse_eval_schemes(const std::string& text) {
   if (text == "all") return std::vector<Scheme>{Scheme::k16a4w, Scheme::k16a8w};
   Result<Scheme> one = parse_scheme(text);
   if (!one.ok())
-    return make_error(ErrorCode::kInvalidArgument, "unknown --scheme '" + text + "': expected 16a4w, 16a8w or all");
+    return make_error(ErrorCode::kInvalidArgument, "unknown scheme '" + text + "': expected 16a4w, 16a8w or all");
   return std::vector<Scheme>{*one};
 }
 

@@ -684,7 +684,7 @@ TEST_F(BadInput, CommandLineTable) {
       {"unknown compile mode", nullptr, "", "compile {ckpt} --mode lazy -o {out}",
        "unknown mode 'lazy': expected materialize, fused or auto", 2},
       {"unknown eval scheme", nullptr, "", "eval {ckpt} --scheme 16a2w",
-       "unknown --scheme '16a2w': expected 16a4w, 16a8w or all", 2},
+       "unknown scheme '16a2w': expected 16a4w, 16a8w or all", 2},
       {"unknown fakequant scheme", nullptr, "", "fakequant {ckpt} --scheme all -o {out}",
        "unknown scheme 'all': expected 16a4w or 16a8w", 2},
       {"fakequant without --scheme", nullptr, "", "fakequant {ckpt} -o {out}", "--scheme is required", 2},

@@ -129,7 +129,7 @@ TEST(EvalCli, ErrorsAreClear) {
       << missing.out;
   auto scheme = qemb("eval " + ckpt + " --scheme 8a8w");
   EXPECT_EQ(scheme.exit_code, 2);  // a usage error
-  EXPECT_TRUE(contains(scheme.out, "unknown --scheme '8a8w': expected 16a4w, 16a8w or all")) << scheme.out;
+  EXPECT_TRUE(contains(scheme.out, "unknown scheme '8a8w': expected 16a4w, 16a8w or all")) << scheme.out;
   auto no_scheme = qemb("fakequant " + ckpt + " -o " + dir.file("x.safetensors"));
   EXPECT_EQ(no_scheme.exit_code, 2);
   EXPECT_TRUE(contains(no_scheme.out, "--scheme")) << no_scheme.out;

@@ -440,7 +440,7 @@ TEST(Metrics, ParseSchemes) {
   EXPECT_THAT(*parse_eval_schemes("16a8w"), ElementsAre(Scheme::k16a8w));
   auto bad = parse_eval_schemes("8a8w");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message, "unknown --scheme '8a8w': expected 16a4w, 16a8w or all");
+  EXPECT_EQ(bad.error().message, "unknown scheme '8a8w': expected 16a4w, 16a8w or all");
 }
 
 TEST(Metrics, DeployedPatternFollowsTheTarget) {
