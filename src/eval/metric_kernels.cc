@@ -79,9 +79,23 @@ struct Partials {
 constexpr size_t kBlock = 256;
 
 // ++counts[*i] for i in [begin, end): a tight loop of increments, apart from
-// the vector work, whose registers it would otherwise spill.
+// the vector work, whose registers it would otherwise spill. Unrolled by 8,
+// indices loaded first: the loop's own compare and branch per increment cost
+// about a tenth of eval's time.
 HWY_INLINE void count_indices(uint64_t* HWY_RESTRICT counts, const int32_t* begin, const int32_t* end) {
-  for (const int32_t* i = begin; i < end; ++i) ++counts[*i];
+  const int32_t* i = begin;
+  for (; i + 8 <= end; i += 8) {
+    const int32_t a = i[0], b = i[1], c = i[2], d = i[3], e = i[4], f = i[5], g = i[6], h = i[7];
+    ++counts[a];
+    ++counts[b];
+    ++counts[c];
+    ++counts[d];
+    ++counts[e];
+    ++counts[f];
+    ++counts[g];
+    ++counts[h];
+  }
+  for (; i < end; ++i) ++counts[*i];
 }
 
 // The smallest float >= v and the largest float <= v: for a float x,
