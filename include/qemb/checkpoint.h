@@ -46,6 +46,9 @@ class CheckpointTable {
   // its exact dequantization, not the original weights.
   bool source_quantized() const;
   Status read_rows(int64_t begin, int64_t end, float* out) const;
+  // Rows [begin, end) in the mapping when they are float32 there (a
+  // safetensors F32 tensor at a float's alignment), else nullptr.
+  const float* rows_in_place(int64_t begin, int64_t end) const;
   // Hints that rows [begin, end) will not be read again soon (drops their pages).
   void release(int64_t begin, int64_t end) const;
 

@@ -82,6 +82,10 @@ class RowSource {
   virtual Status read(int64_t begin, int64_t end, float* out) const = 0;
   // Hints that rows [begin, end) will not be needed again soon.
   virtual void release(int64_t begin, int64_t end) const {}
+  // Rows [begin, end) where the source already holds them as float32 (an
+  // array, a mapped F32 tensor at a float's alignment), so a reader can skip
+  // the copy; nullptr otherwise (then use read).
+  virtual const float* rows_in_place(int64_t begin, int64_t end) const { return nullptr; }
 };
 
 Result<CompiledEmbedding> compile_table(const float* table, int64_t rows, int64_t dim,

@@ -24,6 +24,7 @@ class ArrayRows final : public RowSource {
     std::memcpy(out, table_ + begin * dim_, static_cast<size_t>((end - begin) * dim_) * sizeof(float));
     return Status::Ok();
   }
+  const float* rows_in_place(int64_t begin, int64_t) const override { return table_ + begin * dim_; }
 
  private:
   const float* table_;
@@ -39,6 +40,7 @@ class CheckpointRows final : public RowSource {
   int64_t dim() const override { return table_.dim(); }
   Status read(int64_t begin, int64_t end, float* out) const override { return table_.read_rows(begin, end, out); }
   void release(int64_t begin, int64_t end) const override { table_.release(begin, end); }
+  const float* rows_in_place(int64_t begin, int64_t end) const override { return table_.rows_in_place(begin, end); }
 
  private:
   const CheckpointTable& table_;

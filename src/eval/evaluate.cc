@@ -193,11 +193,15 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
     row.resize(static_cast<size_t>(dim));
     Scan& sc = scans[static_cast<size_t>(worker)];
     for (int64_t r = begin; r < end; ++r) {
-      QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
+      const float* x = src.rows_in_place(r, r + 1);
+      if (!x) {
+        QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
+        x = row.data();
+      }
       RowStats st;
-      const int64_t bad = qk.row_stats_f32(row.data(), static_cast<size_t>(dim), &st);
+      const int64_t bad = qk.row_stats_f32(x, static_cast<size_t>(dim), &st);
       if (bad >= 0) {
-        const float v = row[static_cast<size_t>(bad)];
+        const float v = x[bad];
         return make_error(ErrorCode::kInvalidArgument,
                           std::string("the table holds a non-finite value (") + (std::isnan(v) ? "NaN" : "Inf") +
                               ") at row " + std::to_string(r) + ", column " + std::to_string(bad) +
@@ -217,9 +221,9 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
         row_min = kInf;
         row_max = -kInf;
         for (int64_t j = 0; j < dim; ++j) {
-          const double x = row[static_cast<size_t>(j)];
-          row_min = std::min(row_min, x);
-          row_max = std::max(row_max, x);
+          const double v = x[j];
+          row_min = std::min(row_min, v);
+          row_max = std::max(row_max, v);
         }
       }
       sc.value_min = std::min(sc.value_min, row_min);
@@ -341,9 +345,9 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
   const ReleaseWindows release_eval(src, chunk);
   QEMB_RETURN_IF_ERROR(parallel_rows(n_rows, chunk, threads, "eval", options.progress,
                                      [&](int worker, int64_t begin, int64_t end) -> Status {
-    thread_local std::vector<float> x;
+    thread_local std::vector<float> buf;
     thread_local std::vector<int8_t> q;
-    x.resize(static_cast<size_t>(dim));
+    buf.resize(static_cast<size_t>(dim));
     q.resize(static_cast<size_t>(dim));
     Worker& wk = workers[static_cast<size_t>(worker)];
     const int64_t c = begin / chunk;
@@ -351,9 +355,13 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
     double& chunk_x2 = sum_x2[static_cast<size_t>(c)];
     for (int64_t i = begin; i < end; ++i) {
       const int64_t r = row_at(i);
-      QEMB_RETURN_IF_ERROR(src.read(r, r + 1, x.data()));
+      const float* x = src.rows_in_place(r, r + 1);
+      if (!x) {
+        QEMB_RETURN_IF_ERROR(src.read(r, r + 1, buf.data()));
+        x = buf.data();
+      }
       RowValues rv;
-      mk.row_values(x.data(), static_cast<size_t>(dim), value_bins, &rv, wk.values.data());
+      mk.row_values(x, static_cast<size_t>(dim), value_bins, &rv, wk.values.data());
       wk.clipped += rv.clipped;
       chunk_x2 += rv.x2;
       const double nx2 = rv.x2;
@@ -361,7 +369,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
         const SchemeInfo& sch = info[si];
         const float s = row_scale_from_amax(rv.amax, sch.qmax);
         const double log_s = std::log10(static_cast<double>(s));
-        mk.quantize_row(x.data(), static_cast<size_t>(dim), s, sch.qmax, q.data());
+        mk.quantize_row(x, static_cast<size_t>(dim), s, sch.qmax, q.data());
         // The level is nondecreasing in x and y in the level, so the row's
         // extreme values give its extreme outputs.
         const int q_lo = quantize_weight(rv.x_min, s, sch.qmax), q_hi = quantize_weight(rv.x_max, s, sch.qmax);
@@ -376,7 +384,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
           params.qmax = sch.qmax;
           params.act = report.act;
           PatternRow pr;
-          mk.pattern_row(x.data(), q.data(), static_cast<size_t>(dim), params, error_bins, &pr, a.errors.data());
+          mk.pattern_row(x, q.data(), static_cast<size_t>(dim), params, error_bins, &pr, a.errors.data());
           // sum y^2 and sum x y from the error sums (PatternRow); an all-zero
           // y has sum y^2 = 0 exactly.
           const double ne2 = pr.e2, row_max = pr.max_e;

@@ -455,6 +455,13 @@ Status CheckpointTable::read_rows(int64_t begin, int64_t end, float* out) const 
   return st_->read_rows_float(*st_tensor_, begin, end, out);
 }
 
+const float* CheckpointTable::rows_in_place(int64_t begin, int64_t end) const {
+  if (gguf_ || st_tensor_->dtype != "F32" || begin < 0 || end < begin || end > rows()) return nullptr;
+  const uint8_t* at = st_->raw(*st_tensor_) + static_cast<uint64_t>(begin) * row_bytes_;
+  if (reinterpret_cast<uintptr_t>(at) % alignof(float) != 0) return nullptr;
+  return reinterpret_cast<const float*>(at);
+}
+
 void CheckpointTable::release(int64_t begin, int64_t end) const {
   const uint8_t* base = gguf_ ? gguf_->raw(*gguf_tensor_) : st_->raw(*st_tensor_);
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));

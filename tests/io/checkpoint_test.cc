@@ -62,6 +62,27 @@ TEST(Checkpoint, ThreeShardIndexReadsTheEmbeddingFromShardTwoOnly) {
   }
 }
 
+TEST(Checkpoint, F32RowsAreReadInPlaceOthersAreNot) {
+  TempDir dir;
+  const std::vector<float> values = {1.5f, -2.0f, 0.25f, 3.0f, -0.5f, 7.0f};
+  for (const std::string dtype : {"F32", "BF16", "F16"}) {
+    auto ckpt = Checkpoint::open(write_lone_embedding(dir.file(dtype + ".safetensors"), values, 3, 2, dtype));
+    ASSERT_TRUE(ckpt.ok()) << ckpt.error().to_string();
+    auto t = ckpt->table(kShardedEmbedding);
+    ASSERT_TRUE(t.ok()) << t.error().to_string();
+    const float* rows = t->rows_in_place(1, 3);
+    if (dtype != "F32") {
+      EXPECT_EQ(rows, nullptr) << dtype;
+      continue;
+    }
+    // The writer starts the data 8-byte aligned, so F32 rows are in place.
+    ASSERT_NE(rows, nullptr);
+    EXPECT_EQ(std::vector<float>(rows, rows + 4), std::vector<float>(values.begin() + 2, values.end()));
+    EXPECT_EQ(t->rows_in_place(0, 4), nullptr);  // past the last row
+    EXPECT_EQ(t->rows_in_place(-1, 1), nullptr);
+  }
+}
+
 TEST(Checkpoint, MissingShardIsNamed) {
   TempDir dir;
   ShardedCheckpoint c = write_sharded_checkpoint(dir.file("ckpt"));
