@@ -1,7 +1,9 @@
 // Pooled (EmbeddingBag) kernel throughput, each case next to its roofline: a
 // memcpy gather of the same stored row bytes for the same ids, the copies
 // discarded (memcpy_rows), so ratios read off one run; memcpy_rows_scales also
-// reads each row's scale from its separate array, as the PCQ kernels must.
+// reads each row's scale from its separate array, as the PCQ kernels must;
+// memcpy_rows_out also writes each bag's dim floats of output, as the kernels
+// must (what that costs a plain copy at pooling 1, where it outweighs the rows).
 //
 //   qemb_bench --benchmark_filter='^bag/' --benchmark_repetitions=3
 //              --benchmark_enable_random_interleaving=true
@@ -159,6 +161,34 @@ void bm_memcpy(benchmark::State& state, BagScenario s, Kind kind, bool scales) {
   set_rate(state, s);
 }
 
+// memcpy_rows plus the output a bag kernel must write: each bag's dim
+// float32 values copied into a [batch, dim] array with ordinary stores (a
+// memcpy). At pooling 1 the output is 4-8x the row bytes (16-32x at 4 bits):
+// this shows what writing it costs a plain copy; memcpy_rows stays the
+// roofline of the targets.
+void bm_memcpy_out(benchmark::State& state, BagScenario s, Kind kind) {
+  const BagTable& t = table_for(s, kind);
+  const size_t rb = row_bytes(kind, s.dim);
+  std::vector<uint8_t> scratch(rb * 16);
+  std::vector<float> out(s.batch * s.dim);
+  const std::vector<float> zeros(s.dim);
+  const size_t per_batch = s.batch * s.pooling;
+  size_t batch = static_cast<size_t>(state.thread_index()) % t.batches;
+  for (auto _ : state) {
+    const int64_t* ids = t.ids.data() + batch * per_batch;
+    for (size_t b = 0; b < s.batch; ++b) {
+      for (size_t i = b * s.pooling; i < (b + 1) * s.pooling; ++i) {
+        const size_t r = static_cast<size_t>(ids[i]);
+        std::memcpy(scratch.data() + (i % 16) * rb, t.bytes.get() + r * rb, rb);
+      }
+      std::memcpy(out.data() + b * s.dim, zeros.data(), s.dim * sizeof(float));
+    }
+    benchmark::ClobberMemory();
+    batch = (batch + 1) % t.batches;
+  }
+  set_rate(state, s);
+}
+
 void bm_bag(benchmark::State& state, BagScenario s, Kind kind, KernelSet set, GatherKernel k) {
   const BagTable& t = table_for(s, kind);
   RequantGatherParams p;
@@ -216,6 +246,8 @@ bool register_bag_benchmarks() {
           if (cold && kind == Kind::kU16) continue;  // 8M x 256 uint16 is 4 GiB
           const std::string prefix = s.name + "/" + kind_name(kind) + "/";
           benchmark::RegisterBenchmark((prefix + "memcpy_rows").c_str(), bm_memcpy, s, kind, false)
+              ->Threads(1)->Threads(2)->UseRealTime();
+          benchmark::RegisterBenchmark((prefix + "memcpy_rows_out").c_str(), bm_memcpy_out, s, kind)
               ->Threads(1)->Threads(2)->UseRealTime();
           if (kind == Kind::kS4 || kind == Kind::kS8) {
             benchmark::RegisterBenchmark((prefix + "memcpy_rows_scales").c_str(), bm_memcpy, s, kind, true)

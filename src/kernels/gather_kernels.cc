@@ -68,9 +68,10 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> HalfBits(DF df, hn::Vec<DF> y) {
 }
 
 // kLocality as __builtin_prefetch's: 3 into L1 (hwy::Prefetch), 2 into L2.
-template <int kLocality = 3>
+// At most kMaxBytes of the row from its start.
+template <int kLocality = 3, size_t kMaxBytes = kPrefetchBytesPerRow>
 HWY_INLINE void PrefetchRow(const uint8_t* row, size_t row_bytes) {
-  const size_t bytes = row_bytes < kPrefetchBytesPerRow ? row_bytes : kPrefetchBytesPerRow;
+  const size_t bytes = row_bytes < kMaxBytes ? row_bytes : kMaxBytes;
   const uintptr_t first = reinterpret_cast<uintptr_t>(row) & ~uintptr_t{kCacheLine - 1};
   const uintptr_t last = reinterpret_cast<uintptr_t>(row) + (bytes ? bytes - 1 : 0);
   for (uintptr_t line = first; line <= last; line += kCacheLine) {
@@ -108,17 +109,17 @@ HWY_INLINE float RowScale(const RequantGatherParams& p, size_t r) {
   return s;
 }
 // One contiguous run when the scale sits next to its row; else two reads.
-template <int kLocality = 3>
+template <int kLocality = 3, size_t kMaxBytes = kPrefetchBytesPerRow>
 HWY_INLINE void PrefetchPcqRow(const RequantGatherParams& p, size_t r, size_t row_bytes) {
   const uint8_t* w = RowWeights(p, r, row_bytes);
   if (p.scale_stride != 0) {
     const uint8_t* s = reinterpret_cast<const uint8_t*>(p.row_scales) + r * p.scale_stride;
     const uint8_t* first = s < w ? s : w;
     const uint8_t* end = std::max(s + sizeof(float), w + row_bytes);
-    PrefetchRow<kLocality>(first, static_cast<size_t>(end - first));
+    PrefetchRow<kLocality, kMaxBytes>(first, static_cast<size_t>(end - first));
   } else {
-    PrefetchRow<kLocality>(w, row_bytes);
-    PrefetchRow<kLocality>(reinterpret_cast<const uint8_t*>(p.row_scales + r), sizeof(float));
+    PrefetchRow<kLocality, kMaxBytes>(w, row_bytes);
+    PrefetchRow<kLocality, kMaxBytes>(reinterpret_cast<const uint8_t*>(p.row_scales + r), sizeof(float));
   }
 }
 
@@ -694,6 +695,15 @@ constexpr size_t kBagPrefetchRows = 32;
 // 0.49x -> 0.55x the memcpy roofline at D=256 pooling 20, 0.54x -> 0.67x at
 // D=128 pooling 1; 8-bit D=128 pooling 20 0.38x -> 0.79x.
 constexpr int kBagPrefetchLocality = 2;
+// Every line of a record up to this many bytes: an 8-bit D=256 record (260
+// bytes with its scale) spans 5 or 6 lines, and the gathers' 256-byte cap
+// left its last line to a demand miss. Longer rows leave the rest to the
+// hardware prefetcher, as the gathers do.
+constexpr size_t kBagPrefetchBytesPerRow = 512;
+
+HWY_INLINE void PrefetchBagRow(const RequantGatherParams& p, size_t r, size_t row_bytes) {
+  PrefetchPcqRow<kBagPrefetchLocality, kBagPrefetchBytesPerRow>(p, r, row_bytes);
+}
 
 
 // What to prefetch for a row id: the uint16 table's row, or a PCQ row and
@@ -730,9 +740,10 @@ HWY_INLINE void PoolBags(size_t dim, const Id* HWY_RESTRICT ids, const BagParams
       if (i + kBagPrefetchRows < end) {
         const size_t ahead = static_cast<size_t>(ids[i + kBagPrefetchRows]);
         if (prefetch.pcq) {
-          PrefetchPcqRow<kBagPrefetchLocality>(*prefetch.pcq, ahead, prefetch.row_bytes);
+          PrefetchBagRow(*prefetch.pcq, ahead, prefetch.row_bytes);
         } else {
-          PrefetchRow<kBagPrefetchLocality>(prefetch.rows + ahead * prefetch.row_bytes, prefetch.row_bytes);
+          PrefetchRow<kBagPrefetchLocality, kBagPrefetchBytesPerRow>(prefetch.rows + ahead * prefetch.row_bytes,
+                                                                     prefetch.row_bytes);
         }
       }
       const int64_t id = ids[i];
@@ -855,7 +866,7 @@ HWY_NOINLINE void PoolBagsS8Registers(DF df, const RequantGatherParams& p, const
     int64_t count = 0;
     const size_t bag_end = static_cast<size_t>(bag.offsets[b + 1]);
     for (size_t i = static_cast<size_t>(bag.offsets[b]); i < bag_end; ++i) {
-      if (i + kBagPrefetchRows < end) PrefetchPcqRow<kBagPrefetchLocality>(p, static_cast<size_t>(ids[i + kBagPrefetchRows]), dim);
+      if (i + kBagPrefetchRows < end) PrefetchBagRow(p, static_cast<size_t>(ids[i + kBagPrefetchRows]), dim);
       const int64_t id = ids[i];
       if (id == bag.padding_idx) continue;
       const size_t r = static_cast<size_t>(id);
@@ -1058,7 +1069,7 @@ HWY_NOINLINE void PoolBagsS4Registers(const RequantGatherParams& p, const Id* HW
     int64_t count = 0;
     const size_t bag_end = static_cast<size_t>(bag.offsets[b + 1]);
     for (size_t i = static_cast<size_t>(bag.offsets[b]); i < bag_end; ++i) {
-      if (i + kBagPrefetchRows < end) PrefetchPcqRow<kBagPrefetchLocality>(p, static_cast<size_t>(ids[i + kBagPrefetchRows]), row_bytes);
+      if (i + kBagPrefetchRows < end) PrefetchBagRow(p, static_cast<size_t>(ids[i + kBagPrefetchRows]), row_bytes);
       const int64_t id = ids[i];
       if (id == bag.padding_idx) continue;
       const size_t r = static_cast<size_t>(id);
