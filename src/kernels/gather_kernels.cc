@@ -342,6 +342,88 @@ HWY_NOINLINE void RequantRowS8Clamped(DF df, const int8_t* HWY_RESTRICT row, siz
   }
 }
 
+#if HWY_TARGET == HWY_AVX3 && HWY_ARCH_X86
+// Long int8 rows to uint16, by table: q16 depends only on the row's scale and
+// the stored byte, so the row's 256 possible outputs are computed first, with
+// the same vector arithmetic as every other row (hence bit-identical), and
+// then each value is looked up with AVX-512 VBMI byte permutes: the table's
+// low and high bytes are four 64-byte registers each, and 64 values cost
+// 4 two-register permutes and 2 blends on the sign bit, then 2 permutes that
+// interleave low and high bytes: 9 operations against about 26 for the
+// arithmetic. Building the table costs the arithmetic of 256 values, so it
+// pays only on long rows: on rows in cache, against the arithmetic, 0.6x at
+// D=256, 0.87x at 512, 0.98x at 1024, 1.13x at 2048 and 1.16x at 4096 (the
+// development VM, a Sapphire Rapids with 2 cores). Compiled into the AVX3
+// pass with the extra VBMI flag and taken only where the CPU has it, so the
+// target list (and every other kernel's build) stays as it was.
+constexpr size_t kS8TableMinDim = 2048;
+
+struct AllInt8 {
+  alignas(64) int8_t v[256];
+};
+constexpr AllInt8 MakeAllInt8() {
+  AllInt8 a{};
+  for (int b = 0; b < 256; ++b) a.v[b] = static_cast<int8_t>(b < 128 ? b : b - 256);
+  return a;
+}
+// Byte b holds the int8 whose two's-complement bits are b: table entry b is
+// the output for a stored byte b.
+alignas(64) constexpr AllInt8 kAllInt8 = MakeAllInt8();
+
+struct ByteIndices {
+  alignas(64) uint8_t even[64], odd[64], first[64], second[64];
+};
+constexpr ByteIndices MakeByteIndices() {
+  ByteIndices x{};
+  for (int i = 0; i < 64; ++i) {
+    x.even[i] = static_cast<uint8_t>(2 * i);
+    x.odd[i] = static_cast<uint8_t>(2 * i + 1);
+  }
+  for (int i = 0; i < 32; ++i) {  // uint16 i = low byte i, high byte i (+64: the second register)
+    x.first[2 * i] = static_cast<uint8_t>(i);
+    x.first[2 * i + 1] = static_cast<uint8_t>(64 + i);
+    x.second[2 * i] = static_cast<uint8_t>(32 + i);
+    x.second[2 * i + 1] = static_cast<uint8_t>(96 + i);
+  }
+  return x;
+}
+alignas(64) constexpr ByteIndices kByteIndices = MakeByteIndices();
+
+bool HasVbmi() {
+  static const bool has = __builtin_cpu_supports("avx512vbmi");
+  return has;
+}
+
+// o[j] = table[row[j]] for j < dim, dim >= 64.
+__attribute__((target(HWY_TARGET_STR ",avx512vbmi"))) HWY_NOINLINE void LookupRowS8Vbmi(
+    const uint16_t* HWY_RESTRICT table, const uint8_t* HWY_RESTRICT row, size_t dim, uint16_t* HWY_RESTRICT o) {
+  const __m512i even = _mm512_load_si512(kByteIndices.even);
+  const __m512i odd = _mm512_load_si512(kByteIndices.odd);
+  const __m512i first = _mm512_load_si512(kByteIndices.first);
+  const __m512i second = _mm512_load_si512(kByteIndices.second);
+  __m512i lo[4], hi[4];  // bytes of entries 64k .. 64k + 63
+  for (int k = 0; k < 4; ++k) {
+    const __m512i a = _mm512_load_si512(table + 64 * k);
+    const __m512i b = _mm512_load_si512(table + 64 * k + 32);
+    lo[k] = _mm512_permutex2var_epi8(a, even, b);
+    hi[k] = _mm512_permutex2var_epi8(a, odd, b);
+  }
+  auto lookup = [&](size_t j) {
+    const __m512i x = _mm512_loadu_si512(row + j);
+    const __mmask64 upper = _mm512_movepi8_mask(x);  // byte >= 128: entries 128 .. 255
+    const __m512i l = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(lo[0], x, lo[1]),
+                                             _mm512_permutex2var_epi8(lo[2], x, lo[3]));
+    const __m512i h = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(hi[0], x, hi[1]),
+                                             _mm512_permutex2var_epi8(hi[2], x, hi[3]));
+    _mm512_storeu_si512(o + j, _mm512_permutex2var_epi8(l, first, h));
+    _mm512_storeu_si512(o + j + 32, _mm512_permutex2var_epi8(l, second, h));
+  };
+  size_t j = 0;
+  for (; j + 64 <= dim; j += 64) lookup(j);
+  if (j < dim) lookup(dim - 64);  // the last 64 again, overlapping: same values
+}
+#endif
+
 template <bool kLegacy, OutKind K>
 HWY_INLINE void RequantGatherS8(const RequantGatherParams& p, const int64_t* ids, size_t n,
                                 OutT<K>* HWY_RESTRICT out) {
@@ -359,6 +441,10 @@ HWY_INLINE void RequantGatherS8(const RequantGatherParams& p, const int64_t* ids
   (void)legacy_fits;
 #endif
 
+#if HWY_TARGET == HWY_AVX3 && HWY_ARCH_X86
+  const bool by_table = K == OutKind::kU16 && dim >= kS8TableMinDim && HasVbmi();
+#endif
+
   for (size_t i = 0; i < n; ++i) {
     if (i + kPrefetchRows < n) PrefetchPcqRow(p, static_cast<size_t>(ids[i + kPrefetchRows]), dim);
     if (i + 1 < n) PrefetchRowTail(RowWeights(p, static_cast<size_t>(ids[i + 1]), dim), dim);
@@ -367,6 +453,21 @@ HWY_INLINE void RequantGatherS8(const RequantGatherParams& p, const int64_t* ids
     const int8_t* row = reinterpret_cast<const int8_t*>(RowWeights(p, r, dim));
     OutT<K>* o = out + i * dim;
     size_t j = 0;
+#if HWY_TARGET == HWY_AVX3 && HWY_ARCH_X86
+    if constexpr (K == OutKind::kU16) {
+      if (by_table) {
+        alignas(64) uint16_t table[256];
+        size_t t = 0;
+        if (kLegacy ? legacy_fits : FitsUnclamped(row_scale, inv_sa, bound)) {
+          t = RequantRowS8Unclamped<kLegacy, K>(df, kAllInt8.v, 256, hn::Set(df, row_scale), consts.a, consts.legacy,
+                                                zp16, table);
+        }
+        if (t < 256) RequantRowS8Clamped<kLegacy, K>(df, kAllInt8.v, t, 256, row_scale, consts, table);
+        LookupRowS8Vbmi(table, reinterpret_cast<const uint8_t*>(row), dim, o);
+        continue;
+      }
+    }
+#endif
 #if HWY_TARGET != HWY_SCALAR
     if (kLegacy ? legacy_fits : FitsUnclamped(row_scale, inv_sa, bound)) {
       j = RequantRowS8Unclamped<kLegacy, K>(df, row, dim, hn::Set(df, row_scale), consts.a, consts.legacy, zp16, o);

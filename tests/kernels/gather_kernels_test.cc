@@ -29,9 +29,10 @@ class GatherKernelsTest : public ::testing::TestWithParam<std::string> {
   const KernelSet* set_ = nullptr;
 };
 
-// Around 16/32/64-byte vectors, 128-bit blocks and the 4-bit nibble pairs.
+// Around 16/32/64-byte vectors, 128-bit blocks, the 4-bit nibble pairs and
+// the row length from which 8-bit rows are looked up in a table.
 const size_t kDims[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65,
-                        95, 127, 128, 129, 191, 255, 256, 257, 4096};
+                        95, 127, 128, 129, 191, 255, 256, 257, 2047, 2048, 2111, 4096};
 
 void run_all_dims(const KernelSet& set, GatherFamily family, int bits) {
   for (size_t dim : kDims) {
