@@ -123,9 +123,9 @@ HWY_INLINE void PrefetchPcqRow(const RequantGatherParams& p, size_t r, size_t ro
   }
 }
 
-// A row-interleaved record of at most 129 bytes (D <= 248 at 4 bits) spans
-// at most three cache lines: the ones of its first byte, of the byte 64 on
-// (or its last, if shorter) and of its last. Prefetching those three
+// A row-interleaved record of at most 129 bytes (D <= 248 at 4 bits; 132 if
+// 4-aligned, D = 128 at 8 bits) spans at most three cache lines: the ones of
+// its first byte, of the byte 64 on (or its last, if shorter) and of its last. Prefetching those three
 // addresses takes no loop and no branch, where PrefetchPcqRow's general form
 // is about a third of a short-row kernel's instructions. `first` is null
 // when the layout does not qualify.
@@ -135,7 +135,11 @@ struct ShortRecords {
     const uint8_t* s = reinterpret_cast<const uint8_t*>(p.row_scales);
     const uint8_t* lo = std::min(s, p.weights);
     const size_t span = static_cast<size_t>(std::max(s + sizeof(float), p.weights + row_bytes) - lo);
-    if (span > 2 * kCacheLine + 1) return;
+    // Records g-byte aligned start at most 64 - g bytes into a line, so up
+    // to 128 + g bytes (132 for the 4-aligned D=128 8-bit records) still
+    // span three lines at most.
+    const uintptr_t bits = reinterpret_cast<uintptr_t>(lo) | p.row_stride | kCacheLine;
+    if (span > 2 * kCacheLine + (bits & (~bits + 1))) return;
     first = lo;
     stride = p.row_stride;
     last = span - 1;
@@ -445,8 +449,13 @@ HWY_INLINE void RequantGatherS8(const RequantGatherParams& p, const int64_t* ids
   const bool by_table = K == OutKind::kU16 && dim >= kS8TableMinDim && HasVbmi();
 #endif
 
+  const ShortRecords records(p, dim);
   for (size_t i = 0; i < n; ++i) {
-    if (i + kPrefetchRows < n) PrefetchPcqRow(p, static_cast<size_t>(ids[i + kPrefetchRows]), dim);
+    if (i + kPrefetchRows < n) {
+      const size_t ahead = static_cast<size_t>(ids[i + kPrefetchRows]);
+      if (records.first) records.Prefetch(ahead);
+      else PrefetchPcqRow(p, ahead, dim);
+    }
     if (i + 1 < n) PrefetchRowTail(RowWeights(p, static_cast<size_t>(ids[i + 1]), dim), dim);
     const size_t r = static_cast<size_t>(ids[i]);
     const float row_scale = RowScale(p, r);
