@@ -55,7 +55,7 @@ CompileMode resolve_mode(const CompileOptions& options, uint64_t materialized, s
   if (weight_bits(options.scheme) == 8)
     reason += "; at 8 bits it is also the faster lookup on rows in cache: the fused gather reads half the bytes "
               "but requantizes every value, about 0.8x the materialized gather on rows in cache at D=128 and "
-              "0.9x at D=4096 (1.1x and 1.2x on cold rows)";
+              "0.9x at D=4096, and 1.2x on cold rows";
   return CompileMode::kMaterialize;
 }
 
