@@ -49,6 +49,9 @@ class CheckpointTable {
   // Rows [begin, end) in the mapping when they are float32 there (a
   // safetensors F32 tensor at a float's alignment), else nullptr.
   const float* rows_in_place(int64_t begin, int64_t end) const;
+  // Row `row` in place (in the mapping) when the table is BF16 on a
+  // little-endian machine, else nullptr (see RowSource::bf16_row).
+  const uint8_t* bf16_row(int64_t row) const;
   // Hints that rows [begin, end) will not be read again soon (drops their pages).
   void release(int64_t begin, int64_t end) const;
 

@@ -86,6 +86,10 @@ class RowSource {
   // array, a mapped F32 tensor at a float's alignment), so a reader can skip
   // the copy; nullptr otherwise (then use read).
   virtual const float* rows_in_place(int64_t begin, int64_t end) const { return nullptr; }
+  // Row `row` in place as little-endian BF16 (2 * dim() bytes, valid while
+  // the source lives), or nullptr where the rows are not stored so: the
+  // compiler then reads BF16 without converting it to float32 first.
+  virtual const uint8_t* bf16_row(int64_t row) const { return nullptr; }
 };
 
 Result<CompiledEmbedding> compile_table(const float* table, int64_t rows, int64_t dim,

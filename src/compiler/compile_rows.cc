@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "qemb/compiler.h"
+#include "qemb/half.h"
 #include "passes/passes.h"
 #include "qemb/version.h"
 #include "compiler/compile_mode.h"
@@ -49,6 +50,10 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   const WeightKernels* wk = weight_kernels(find_storage_format(DataType::kSFixedPoint8, bits));
   if (wk == nullptr) return make_error(ErrorCode::kInternal, "no kernels quantize " + std::to_string(bits) + "-bit weights");
   auto quantize_row = [&](const float* w, float s, uint8_t* dst) { wk->quantize_row(qk, w, static_cast<size_t>(dim), s, dst); };
+  // A BF16 source is read in place: its row statistics and quantization
+  // load the BF16 values straight from the mapping, with no float row
+  // written and read back in between (that copy cost as much as the read).
+  const bool bf16 = src.bf16_row(0) != nullptr;
 
   CompiledEmbedding out;
   out.target = target;
@@ -109,10 +114,17 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
       float clo = INFINITY, chi = -INFINITY;
       uint8_t* dst = packed ? packed->rows_at(begin, end) : nullptr;
       for (int64_t r = begin; r < end; ++r) {
-        QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
+        const uint8_t* raw = bf16 ? src.bf16_row(r) : nullptr;
         RowStats st;
-        const int64_t bad = qk.row_stats_f32(row.data(), static_cast<size_t>(dim), &st);
-        if (bad >= 0) return non_finite_error(row[static_cast<size_t>(bad)], r, bad);
+        int64_t bad;
+        if (raw != nullptr) {
+          bad = qk.row_stats_bf16(raw, static_cast<size_t>(dim), &st);
+          if (bad >= 0) return non_finite_error(bf16_to_float(static_cast<uint16_t>(raw[2 * bad] | (raw[2 * bad + 1] << 8))), r, bad);
+        } else {
+          QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
+          bad = qk.row_stats_f32(row.data(), static_cast<size_t>(dim), &st);
+          if (bad >= 0) return non_finite_error(row[static_cast<size_t>(bad)], r, bad);
+        }
         clo = std::min(clo, st.min);
         chi = std::max(chi, st.max);
         const float s = row_scale_from_amax(st.amax, qmax);
@@ -125,7 +137,11 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
           rec += kInterleavedValuesOffset;
           std::memset(rec + row_bytes, 0, stride - kInterleavedValuesOffset - row_bytes);
         }
-        quantize_row(row.data(), s, rec);
+        if (raw != nullptr) {
+          wk->quantize_row_bf16(qk, raw, static_cast<size_t>(dim), s, rec);
+        } else {
+          quantize_row(row.data(), s, rec);
+        }
       }
       if (packed) QEMB_RETURN_IF_ERROR(packed->commit(begin, end, dst));
       release_windows.done(begin, end);
@@ -169,8 +185,13 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
       row.resize(static_cast<size_t>(dim));
       chunk_rows.resize(static_cast<size_t>(end - begin) * row_bytes);
       for (int64_t r = begin; r < end; ++r) {
+        uint8_t* q = chunk_rows.data() + static_cast<size_t>(r - begin) * row_bytes;
+        if (const uint8_t* raw = bf16 ? src.bf16_row(r) : nullptr) {
+          wk->quantize_row_bf16(qk, raw, static_cast<size_t>(dim), scales[static_cast<size_t>(r)], q);
+          continue;
+        }
         QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
-        quantize_row(row.data(), scales[static_cast<size_t>(r)], chunk_rows.data() + static_cast<size_t>(r - begin) * row_bytes);
+        quantize_row(row.data(), scales[static_cast<size_t>(r)], q);
       }
       release_windows.done(begin, end);
       uint8_t* dst = table.rows_at(begin, end);

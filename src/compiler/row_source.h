@@ -41,6 +41,7 @@ class CheckpointRows final : public RowSource {
   Status read(int64_t begin, int64_t end, float* out) const override { return table_.read_rows(begin, end, out); }
   void release(int64_t begin, int64_t end) const override { table_.release(begin, end); }
   const float* rows_in_place(int64_t begin, int64_t end) const override { return table_.rows_in_place(begin, end); }
+  const uint8_t* bf16_row(int64_t row) const override { return table_.bf16_row(row); }
 
  private:
   const CheckpointTable& table_;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -460,6 +461,12 @@ const float* CheckpointTable::rows_in_place(int64_t begin, int64_t end) const {
   const uint8_t* at = st_->raw(*st_tensor_) + static_cast<uint64_t>(begin) * row_bytes_;
   if (reinterpret_cast<uintptr_t>(at) % alignof(float) != 0) return nullptr;
   return reinterpret_cast<const float*>(at);
+}
+
+const uint8_t* CheckpointTable::bf16_row(int64_t row) const {
+  if (info_.dtype != "BF16" || std::endian::native != std::endian::little || row < 0 || row >= rows()) return nullptr;
+  const uint8_t* base = gguf_ ? gguf_->raw(*gguf_tensor_) : st_->raw(*st_tensor_);
+  return base + static_cast<uint64_t>(row) * row_bytes_;
 }
 
 void CheckpointTable::release(int64_t begin, int64_t end) const {

@@ -20,7 +20,8 @@ namespace qemb {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-int64_t row_stats_f32(const float* row, size_t dim, RowStats* stats) {
+template <typename T>
+int64_t RowStatsOf(const T* HWY_RESTRICT row, size_t dim, RowStats* stats) {
   const hn::ScalableTag<float> df;
   const size_t N = hn::Lanes(df);
   RowStats s;
@@ -29,17 +30,17 @@ int64_t row_stats_f32(const float* row, size_t dim, RowStats* stats) {
     return -1;
   }
   size_t j = 0;
-  float lo = row[0], hi = row[0], amax = 0.0f;
+  float lo = RowValueF32(row), hi = lo, amax = 0.0f;
   if (dim >= N) {
     const auto finite_limit = hn::Set(df, FLT_MAX);
-    auto vlo = hn::LoadU(df, row), vhi = vlo, vamax = hn::Zero(df);
+    auto vlo = LoadRowF32(df, row), vhi = vlo, vamax = hn::Zero(df);
     for (; j + N <= dim; j += N) {
-      const auto v = hn::LoadU(df, row + j);
+      const auto v = LoadRowF32(df, row + j);
       const auto a = hn::Abs(v);
       // |v| <= FLT_MAX fails for NaN and both infinities.
       if (HWY_UNLIKELY(!hn::AllTrue(df, hn::Le(a, finite_limit)))) {
         for (size_t k = j;; ++k)
-          if (!std::isfinite(row[k])) return static_cast<int64_t>(k);
+          if (!std::isfinite(RowValueF32(row + k))) return static_cast<int64_t>(k);
       }
       vlo = hn::Min(vlo, v);
       vhi = hn::Max(vhi, v);
@@ -50,10 +51,11 @@ int64_t row_stats_f32(const float* row, size_t dim, RowStats* stats) {
     amax = hn::GetLane(hn::MaxOfLanes(df, vamax));
   }
   for (; j < dim; ++j) {
-    if (!std::isfinite(row[j])) return static_cast<int64_t>(j);
-    lo = std::min(lo, row[j]);
-    hi = std::max(hi, row[j]);
-    amax = std::max(amax, std::fabs(row[j]));
+    const float v = RowValueF32(row + j);
+    if (!std::isfinite(v)) return static_cast<int64_t>(j);
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    amax = std::max(amax, std::fabs(v));
   }
   s.min = lo;
   s.max = hi;
@@ -62,14 +64,23 @@ int64_t row_stats_f32(const float* row, size_t dim, RowStats* stats) {
   return -1;
 }
 
+int64_t row_stats_f32(const float* row, size_t dim, RowStats* stats) { return RowStatsOf(row, dim, stats); }
+int64_t row_stats_bf16(const uint8_t* row, size_t dim, RowStats* stats) {
+  return RowStatsOf(reinterpret_cast<const uint16_t*>(row), dim, stats);  // loaded with LoadU only
+}
+
 void quantize_row_s8(const float* row, size_t dim, float row_scale, int8_t* out) {
   QuantizeToInt8(row, dim, row_scale, 127, out);
+}
+void quantize_row_s8_bf16(const uint8_t* row, size_t dim, float row_scale, int8_t* out) {
+  QuantizeToInt8(reinterpret_cast<const uint16_t*>(row), dim, row_scale, 127, out);
 }
 
 // Quantizes a block of columns into int8 (in L1), then packs pairs: as a
 // little-endian uint16 a pair is q[2k] | q[2k+1] << 8, and its byte is
 // (x & 0x0F) | ((x >> 4) & 0xF0).
-void quantize_row_s4(const float* row, size_t dim, float row_scale, uint8_t* out) {
+template <typename T>
+void QuantizeRowS4(const T* HWY_RESTRICT row, size_t dim, float row_scale, uint8_t* HWY_RESTRICT out) {
   constexpr size_t kBlock = 1024;  // columns, even
   alignas(64) int8_t q[kBlock + 2];
   const hn::ScalableTag<int16_t> d16;
@@ -93,6 +104,13 @@ void quantize_row_s4(const float* row, size_t dim, float row_scale, uint8_t* out
   }
 }
 
+void quantize_row_s4(const float* row, size_t dim, float row_scale, uint8_t* out) {
+  QuantizeRowS4(row, dim, row_scale, out);
+}
+void quantize_row_s4_bf16(const uint8_t* row, size_t dim, float row_scale, uint8_t* out) {
+  QuantizeRowS4(reinterpret_cast<const uint16_t*>(row), dim, row_scale, out);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace qemb
 HWY_AFTER_NAMESPACE();
@@ -105,6 +123,9 @@ namespace qemb {
 HWY_EXPORT(row_stats_f32);
 HWY_EXPORT(quantize_row_s8);
 HWY_EXPORT(quantize_row_s4);
+HWY_EXPORT(row_stats_bf16);
+HWY_EXPORT(quantize_row_s8_bf16);
+HWY_EXPORT(quantize_row_s4_bf16);
 
 namespace {
 
@@ -118,7 +139,11 @@ std::vector<QuantizeKernelSet> build_sets() {
     set.row_stats_f32 = HWY_DISPATCH_TABLE(row_stats_f32)[index];
     set.quantize_row_s8 = HWY_DISPATCH_TABLE(quantize_row_s8)[index];
     set.quantize_row_s4 = HWY_DISPATCH_TABLE(quantize_row_s4)[index];
-    if (set.row_stats_f32 && set.quantize_row_s8 && set.quantize_row_s4)
+    set.row_stats_bf16 = HWY_DISPATCH_TABLE(row_stats_bf16)[index];
+    set.quantize_row_s8_bf16 = HWY_DISPATCH_TABLE(quantize_row_s8_bf16)[index];
+    set.quantize_row_s4_bf16 = HWY_DISPATCH_TABLE(quantize_row_s4_bf16)[index];
+    if (set.row_stats_f32 && set.quantize_row_s8 && set.quantize_row_s4 && set.row_stats_bf16 &&
+        set.quantize_row_s8_bf16 && set.quantize_row_s4_bf16)
       sets.push_back(set);
   }
   if (sets.empty()) sets.push_back(reference_quantize_kernels());
@@ -153,6 +178,28 @@ void reference_quantize_s4(const float* row, size_t dim, float row_scale, uint8_
   for (size_t j = 0; j < dim; ++j) pack_int4(out, static_cast<int64_t>(j), quantize_weight(row[j], row_scale, 7));
 }
 
+// The BF16 forms: the float reference on the decoded row.
+std::vector<float> decoded_bf16(const uint8_t* row, size_t dim) {
+  std::vector<float> out(dim);
+  for (size_t j = 0; j < dim; ++j) {
+    const uint32_t bits = static_cast<uint32_t>(row[2 * j] | (row[2 * j + 1] << 8)) << 16;
+    std::memcpy(&out[j], &bits, 4);
+  }
+  return out;
+}
+
+int64_t reference_row_stats_bf16(const uint8_t* row, size_t dim, RowStats* stats) {
+  return reference_row_stats(decoded_bf16(row, dim).data(), dim, stats);
+}
+
+void reference_quantize_s8_bf16(const uint8_t* row, size_t dim, float row_scale, int8_t* out) {
+  reference_quantize_s8(decoded_bf16(row, dim).data(), dim, row_scale, out);
+}
+
+void reference_quantize_s4_bf16(const uint8_t* row, size_t dim, float row_scale, uint8_t* out) {
+  reference_quantize_s4(decoded_bf16(row, dim).data(), dim, row_scale, out);
+}
+
 }  // namespace
 
 const QuantizeKernelSet& best_quantize_kernels() { return sets().front(); }
@@ -165,6 +212,9 @@ const QuantizeKernelSet& reference_quantize_kernels() {
     s.row_stats_f32 = reference_row_stats;
     s.quantize_row_s8 = reference_quantize_s8;
     s.quantize_row_s4 = reference_quantize_s4;
+    s.row_stats_bf16 = reference_row_stats_bf16;
+    s.quantize_row_s8_bf16 = reference_quantize_s8_bf16;
+    s.quantize_row_s4_bf16 = reference_quantize_s4_bf16;
     return s;
   }();
   return set;

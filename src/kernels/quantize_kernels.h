@@ -30,12 +30,21 @@ using QuantizeRowS8Fn = void (*)(const float* row, size_t dim, float row_scale, 
 // The same with qmax = 7 into ceil(dim/2) bytes of packed nibbles (core/ir.h:
 // column 2k low nibble, 2k+1 high nibble); an odd row's padding nibble is 0.
 using QuantizeRowS4Fn = void (*)(const float* row, size_t dim, float row_scale, uint8_t* out);
+// The same three over a row of little-endian BF16 (2 * dim bytes, any
+// alignment), read as the float32 each value is exactly: bit-identical to
+// the float forms on the decoded row, without writing it.
+using RowStatsBf16Fn = int64_t (*)(const uint8_t* row, size_t dim, RowStats* stats);
+using QuantizeRowS8Bf16Fn = void (*)(const uint8_t* row, size_t dim, float row_scale, int8_t* out);
+using QuantizeRowS4Bf16Fn = void (*)(const uint8_t* row, size_t dim, float row_scale, uint8_t* out);
 struct QuantizeKernelSet {
   const char* isa = "";    // hwy::TargetName, or "REFERENCE"
   int64_t hwy_target = 0;  // 0 for the reference
   RowStatsF32Fn row_stats_f32 = nullptr;
   QuantizeRowS8Fn quantize_row_s8 = nullptr;
   QuantizeRowS4Fn quantize_row_s4 = nullptr;
+  RowStatsBf16Fn row_stats_bf16 = nullptr;
+  QuantizeRowS8Bf16Fn quantize_row_s8_bf16 = nullptr;
+  QuantizeRowS4Bf16Fn quantize_row_s4_bf16 = nullptr;
 };
 
 // weight_row_scale() from a row's amax: max(amax / (float)qmax, eps).

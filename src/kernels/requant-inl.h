@@ -11,6 +11,8 @@
 #define QEMB_KERNELS_REQUANT_INL_H_
 #endif
 
+#include <cstring>
+
 #include "hwy/highway.h"
 #include "qemb/numeric.h"
 
@@ -214,7 +216,31 @@ HWY_INLINE hn::Vec<DF> LegacyRequantized(DF df, hn::Vec<DF> x, const LegacyVec<D
 // lies where the float spacing is 1, so the FPU's addition rounds t to nearest
 // even and the sum's bits minus those of 1.5 * 2^23 are rne(t) as an integer:
 // no rounding instruction and no float->int conversion with its fix-up.
-HWY_INLINE void QuantizeToInt8(const float* HWY_RESTRICT row, size_t dim, float row_scale, int qmax,
+// A row is float32, or the little-endian bits of BF16 (uint16_t), which read
+// as float32 exactly (a BF16 is the top half of one): the compiler quantizes a
+// BF16 checkpoint's mapped rows without writing a float copy first.
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadRowF32(DF df, const float* HWY_RESTRICT p) {
+  return hn::LoadU(df, p);
+}
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadRowF32(DF df, const uint16_t* HWY_RESTRICT p) {
+  const hn::RebindToUnsigned<DF> du32;
+  const hn::Rebind<uint16_t, DF> du16;
+  return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, p))));
+}
+HWY_INLINE float RowValueF32(const float* p) { return *p; }
+HWY_INLINE float RowValueF32(const uint16_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+template <typename T>
+HWY_INLINE void QuantizeToInt8(const T* HWY_RESTRICT row, size_t dim, float row_scale, int qmax,
                                int8_t* HWY_RESTRICT out) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
@@ -228,11 +254,11 @@ HWY_INLINE void QuantizeToInt8(const float* HWY_RESTRICT row, size_t dim, float 
   const auto magic_bits = hn::Set(di, 0x4B400000);
   size_t j = 0;
   for (; j + N <= dim; j += N) {
-    const auto t = hn::Min(MaxOrLowerIfNaN<decltype(df)>(hn::Mul(hn::LoadU(df, row + j), vinv), vlo), vhi);
+    const auto t = hn::Min(MaxOrLowerIfNaN<decltype(df)>(hn::Mul(LoadRowF32(df, row + j), vinv), vlo), vhi);
     const auto q = hn::Sub(hn::BitCast(di, hn::Add(t, magic)), magic_bits);
     hn::StoreU(hn::DemoteTo(d8, q), d8, out + j);
   }
-  for (; j < dim; ++j) out[j] = quantize_weight(row[j], row_scale, qmax);
+  for (; j < dim; ++j) out[j] = quantize_weight(RowValueF32(row + j), row_scale, qmax);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -16,6 +16,8 @@ struct WeightKernels {
   const StorageFormat* format;
   // Quantizes `dim` floats with `scale` into one row of the format's storage layout.
   void (*quantize_row)(const QuantizeKernelSet& set, const float* row, size_t dim, float scale, uint8_t* out);
+  // The same from a row of little-endian BF16 (2 * dim bytes).
+  void (*quantize_row_bf16)(const QuantizeKernelSet& set, const uint8_t* row, size_t dim, float scale, uint8_t* out);
   // The optimized pattern's requantizing gather into uint16.
   RequantGatherU16Fn KernelSet::*requant_gather_u16;
 };

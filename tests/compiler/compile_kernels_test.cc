@@ -124,7 +124,7 @@ TEST(CompileKernels, CheckpointStreamedIntoTheArtifactMatchesTheInMemoryCompile)
     int64_t rows, dim;
     const char* dtype;
   };
-  for (Shape shape : {Shape{70, 4096, "BF16"}, Shape{2500, 7, "F16"}, Shape{33, 130, "BF16"}}) {
+  for (Shape shape : {Shape{70, 4096, "BF16"}, Shape{2500, 7, "F16"}, Shape{33, 130, "BF16"}, Shape{41, 1027, "BF16"}}) {
     const std::string ckpt = dir.file("model.safetensors"), out = dir.file("model.qemb");
     const auto table = write_checkpoint(ckpt, shape.rows, shape.dim, shape.dtype, static_cast<uint64_t>(shape.dim));
     for (Scheme scheme : {Scheme::k16a4w, Scheme::k16a8w}) {
@@ -161,30 +161,32 @@ TEST(CompileKernels, StreamedCompileThatFailsMidwayLeavesTheOldOutputAlone) {
   const int64_t rows = 200, dim = 4096;
   auto table = qemb::testing::spread_table(rows, dim, 5);
   table[static_cast<size_t>(151 * dim + 17)] = NAN;
-  ASSERT_TRUE(write_safetensors(ckpt, {},
-                                {{"model.embed_tokens.weight", "F32", {rows, dim},
-                                  std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(table.data()),
-                                                       reinterpret_cast<const uint8_t*>(table.data() + table.size()))}})
-                  .ok());
-  {
-    std::FILE* f = std::fopen(out.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    std::fputs("previous artifact", f);
-    std::fclose(f);
-  }
-  for (CompileMode mode : {CompileMode::kFused, CompileMode::kMaterialize}) {
-    CompileOptions o;
-    o.mode = mode;
-    o.threads = 4;
-    o.qnn_sdk_version = "2.48";
-    auto c = compile_checkpoint(ckpt, o, out);
-    ASSERT_FALSE(c.ok());
-    EXPECT_EQ(c.error().code, ErrorCode::kInvalidArgument);
-    EXPECT_NE(c.error().message.find("(NaN) at row 151, column 17"), std::string::npos) << c.error().message;
-    EXPECT_EQ(qemb::testing::read_text(out), "previous artifact");
-    size_t entries = 0;
-    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
-    EXPECT_EQ(entries, 2u);  // the checkpoint and the old output: no temporary left
+  // F32 is read into float rows, BF16 in place: both stop at the same value.
+  for (const char* dtype : {"F32", "BF16"}) {
+    SCOPED_TRACE(dtype);
+    auto bytes = floats_to_dtype_bytes(table.data(), table.size(), dtype);
+    ASSERT_TRUE(bytes.ok());
+    ASSERT_TRUE(write_safetensors(ckpt, {}, {{"model.embed_tokens.weight", dtype, {rows, dim}, *bytes}}).ok());
+    {
+      std::FILE* f = std::fopen(out.c_str(), "wb");
+      ASSERT_NE(f, nullptr);
+      std::fputs("previous artifact", f);
+      std::fclose(f);
+    }
+    for (CompileMode mode : {CompileMode::kFused, CompileMode::kMaterialize}) {
+      CompileOptions o;
+      o.mode = mode;
+      o.threads = 4;
+      o.qnn_sdk_version = "2.48";
+      auto c = compile_checkpoint(ckpt, o, out);
+      ASSERT_FALSE(c.ok());
+      EXPECT_EQ(c.error().code, ErrorCode::kInvalidArgument);
+      EXPECT_NE(c.error().message.find("(NaN) at row 151, column 17"), std::string::npos) << c.error().message;
+      EXPECT_EQ(qemb::testing::read_text(out), "previous artifact");
+      size_t entries = 0;
+      for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
+      EXPECT_EQ(entries, 2u);  // the checkpoint and the old output: no temporary left
+    }
   }
 }
 

@@ -135,6 +135,74 @@ TEST(QuantizeKernels, OddRowPaddingNibbleIsZero) {
   }
 }
 
+// A float row rounded to BF16 (truncation is enough: any BF16 will do), as
+// little-endian bytes at an odd address, and the floats those bytes are.
+struct Bf16Row {
+  std::vector<uint8_t> storage;
+  std::vector<float> values;
+  const uint8_t* bytes() const { return storage.data() + 1; }
+};
+Bf16Row ToBf16(const std::vector<float>& w) {
+  Bf16Row r;
+  r.storage.assign(2 * w.size() + 1, 0);
+  for (size_t j = 0; j < w.size(); ++j) {
+    const uint32_t top = Bits(w[j]) >> 16;
+    r.storage[1 + 2 * j] = static_cast<uint8_t>(top);
+    r.storage[2 + 2 * j] = static_cast<uint8_t>(top >> 8);
+    const uint32_t bits = top << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    r.values.push_back(f);
+  }
+  return r;
+}
+
+TEST(QuantizeKernels, Bf16FormsMatchTheFloatFormsOnTheDecodedRow) {
+  for (const QuantizeKernelSet& set : AllSets()) {
+    for (size_t dim : kDims) {
+      for (int kind = 0; kind < 6; ++kind) {
+        const Bf16Row row = ToBf16(TestRow(dim, static_cast<uint32_t>(dim * 17 + kind), kind));
+        const std::vector<float>& w = row.values;
+        RowStats want, got;
+        ASSERT_EQ(set.row_stats_f32(w.data(), dim, &want), -1);
+        ASSERT_EQ(set.row_stats_bf16(row.bytes(), dim, &got), -1) << set.isa << " dim " << dim;
+        EXPECT_EQ(Bits(got.min), Bits(want.min)) << set.isa << " dim " << dim << " kind " << kind;
+        EXPECT_EQ(Bits(got.max), Bits(want.max)) << set.isa << " dim " << dim << " kind " << kind;
+        EXPECT_EQ(Bits(got.amax), Bits(want.amax)) << set.isa << " dim " << dim << " kind " << kind;
+        for (float s : {ScalarRowScale(w, 7), ScalarRowScale(w, 127), 1.0f, 0.1f, kEps}) {
+          std::vector<int8_t> want8(dim + 8, 0x55), got8(dim + 8, 0x55);
+          set.quantize_row_s8(w.data(), dim, s, want8.data());
+          set.quantize_row_s8_bf16(row.bytes(), dim, s, got8.data());
+          ASSERT_EQ(got8, want8) << set.isa << " dim " << dim << " kind " << kind << " scale " << s;
+          std::vector<uint8_t> want4((dim + 1) / 2 + 8, 0xAA), got4(want4.size(), 0xAA);
+          set.quantize_row_s4(w.data(), dim, s, want4.data());
+          set.quantize_row_s4_bf16(row.bytes(), dim, s, got4.data());
+          ASSERT_EQ(got4, want4) << set.isa << " dim " << dim << " kind " << kind << " scale " << s;
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantizeKernels, Bf16RowStatsReportFirstNonFiniteColumn) {
+  const float bad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::infinity()};
+  for (const QuantizeKernelSet& set : AllSets()) {
+    for (size_t dim : {1, 5, 16, 33, 130}) {
+      for (size_t col : {size_t{0}, dim / 2, dim - 1}) {
+        for (float b : bad) {
+          std::vector<float> w = TestRow(dim, 3, 0);
+          w[col] = b;
+          if (col + 1 < dim) w[dim - 1] = std::numeric_limits<float>::quiet_NaN();
+          RowStats st;
+          EXPECT_EQ(set.row_stats_bf16(ToBf16(w).bytes(), dim, &st), static_cast<int64_t>(col))
+              << set.isa << " dim " << dim;
+        }
+      }
+    }
+  }
+}
+
 TEST(QuantizeKernels, AtLeastOneVectorSet) {
   EXPECT_FALSE(all_quantize_kernel_sets().empty());
   EXPECT_STREQ(reference_quantize_kernels().isa, "REFERENCE");
