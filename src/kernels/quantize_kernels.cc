@@ -65,8 +65,73 @@ int64_t RowStatsOf(const T* HWY_RESTRICT row, size_t dim, RowStats* stats) {
 }
 
 int64_t row_stats_f32(const float* row, size_t dim, RowStats* stats) { return RowStatsOf(row, dim, stats); }
-int64_t row_stats_bf16(const uint8_t* row, size_t dim, RowStats* stats) {
-  return RowStatsOf(reinterpret_cast<const uint16_t*>(row), dim, stats);  // loaded with LoadU only
+// BF16 row statistics on the 16-bit values, twice the lanes of a float
+// vector: |v| orders as its bits & 0x7FFF (unsigned) and v as the int16 bits
+// with the magnitude flipped where the sign is set; a magnitude of 0x7F80 or
+// more is infinity or NaN. The values are the float kernel's (a zero min or
+// max may carry the other sign, which RowStats allows).
+int64_t row_stats_bf16(const uint8_t* bytes, size_t dim, RowStats* stats) {
+  const uint16_t* row = reinterpret_cast<const uint16_t*>(bytes);  // loaded with LoadU and memcpy only
+  auto bits_at = [&](size_t j) {
+    uint16_t b;
+    std::memcpy(&b, row + j, 2);
+    return b;
+  };
+  auto key_of = [](uint16_t b) { return static_cast<int16_t>(b & 0x8000 ? b ^ 0x7FFF : b); };
+  auto float_of = [](uint16_t b) {
+    const uint32_t u = static_cast<uint32_t>(b) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  RowStats s;
+  if (dim == 0) {
+    *stats = s;
+    return -1;
+  }
+  const hn::ScalableTag<int16_t> d;
+  const hn::RebindToUnsigned<decltype(d)> du;
+  const size_t N = hn::Lanes(d);
+  size_t j = 0;
+  int16_t lo = key_of(bits_at(0)), hi = lo;
+  uint16_t mag = 0;
+  if (dim >= N) {
+    const auto low15 = hn::Set(d, 0x7FFF);
+    auto vlo = hn::Set(d, lo), vhi = vlo;
+    auto vmag = hn::Zero(du);
+    for (; j + N <= dim; j += N) {
+      const auto b = hn::BitCast(d, hn::LoadU(du, row + j));
+      vmag = hn::Max(vmag, hn::BitCast(du, hn::And(b, low15)));
+      const auto key = hn::Xor(b, hn::And(hn::ShiftRight<15>(b), low15));
+      vlo = hn::Min(vlo, key);
+      vhi = hn::Max(vhi, key);
+    }
+    HWY_ALIGN int16_t l[HWY_MAX_BYTES / 2], h[HWY_MAX_BYTES / 2];
+    HWY_ALIGN uint16_t m[HWY_MAX_BYTES / 2];
+    hn::Store(vlo, d, l);
+    hn::Store(vhi, d, h);
+    hn::Store(vmag, du, m);
+    for (size_t k = 0; k < N; ++k) {
+      lo = std::min(lo, l[k]);
+      hi = std::max(hi, h[k]);
+      mag = std::max(mag, m[k]);
+    }
+  }
+  for (; j < dim; ++j) {
+    const uint16_t b = bits_at(j);
+    lo = std::min(lo, key_of(b));
+    hi = std::max(hi, key_of(b));
+    mag = std::max(mag, static_cast<uint16_t>(b & 0x7FFF));
+  }
+  if (mag >= 0x7F80) {
+    for (size_t k = 0;; ++k)
+      if ((bits_at(k) & 0x7FFF) >= 0x7F80) return static_cast<int64_t>(k);
+  }
+  s.min = float_of(static_cast<uint16_t>(key_of(static_cast<uint16_t>(lo))));
+  s.max = float_of(static_cast<uint16_t>(key_of(static_cast<uint16_t>(hi))));
+  s.amax = float_of(mag);
+  *stats = s;
+  return -1;
 }
 
 void quantize_row_s8(const float* row, size_t dim, float row_scale, int8_t* out) {
