@@ -28,15 +28,14 @@ declare -A allowed=(
 
 # The layer whose src/ folder implements each public header.
 declare -A header_layer=(
-  [status.h]=core [file.h]=core [strings.h]=core
-  [json_text.h]=core [numeric.h]=core [half.h]=core [version.h]=core
+  [status.h]=core [numeric.h]=core [half.h]=core [version.h]=core
   [quantize.h]=quant
   [pattern.h]=lowering [sdk_version.h]=sdk
   [artifact.h]=artifact
   [runtime.h]=runtime [embedding_bag.h]=runtime [bench.h]=runtime [inspect.h]=runtime [qemb.h]=runtime
   [checkpoint.h]=io [safetensors.h]=io [gguf.h]=io [npy.h]=io [tokens.h]=io
   [compiler.h]=compiler
-  [eval.h]=eval [param_store.h]=io
+  [eval.h]=eval
   [export.h]=export
 )
 

@@ -68,7 +68,7 @@ Result<BenchSweep> run_bench_sweep(const EmbeddingRuntime& runtime, const BenchO
 // batch size on log axes for the kernel and its memcpy roofline, hot and
 // cold, and the numbers as a table.
 std::string render_bench_report(const BenchSweep& sweep);
-// Written as every output file is (qemb/file.h: atomic, '-' is standard output).
+// Written as every output file is: atomically, and '-' is standard output.
 Status write_bench_report(const BenchSweep& sweep, const std::string& path);
 
 }  // namespace qemb

@@ -39,7 +39,6 @@
 
 #include "qemb/compiler.h"
 #include "qemb/pattern.h"
-#include "qemb/param_store.h"
 #include "qemb/quantize.h"
 #include "qemb/sdk_version.h"
 
@@ -203,10 +202,6 @@ struct FakeQuantResult {
 // result.tensor and result.dtype stay empty.
 Result<FakeQuantResult> fakequant_table(const float* table, int64_t rows, int64_t dim,
                                         const FakeQuantOptions& options, const TargetVersion& target, float* out);
-// Replaces, in `store`, the embedding's values with what the deployed lookup
-// returns (deployed_rows over every row). The store is not saved.
-Result<FakeQuantResult> fakequant_store(ParamStore& store, const FakeQuantOptions& options,
-                                        const TargetVersion& target);
 // Opens `checkpoint` (any form Checkpoint::open takes except GGUF),
 // fake-quantizes its embedding and writes the copy to `out_path` (F16/BF16
 // rounded to nearest even; everything else byte-identical). A lone file gives

@@ -15,8 +15,8 @@
 
 #include "artifact/artifact_format.h"
 #include "artifact/artifact_io.h"
-#include "qemb/file.h"
-#include "qemb/json_text.h"
+#include "core/file.h"
+#include "core/json_text.h"
 
 namespace qemb {
 namespace {

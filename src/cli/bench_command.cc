@@ -1,10 +1,10 @@
 #include <cstdio>
 
 #include "cli/cli.h"
-#include "qemb/json_text.h"
+#include "core/json_text.h"
 #include "qemb/bench.h"
-#include "qemb/file.h"
-#include "qemb/strings.h"
+#include "core/file.h"
+#include "core/strings.h"
 
 namespace qemb::cli {
 

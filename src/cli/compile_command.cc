@@ -9,11 +9,11 @@
 #include "cli/cli.h"
 #include "qemb/checkpoint.h"
 #include "qemb/compiler.h"
-#include "qemb/file.h"
+#include "core/file.h"
 #include "qemb/inspect.h"
-#include "qemb/json_text.h"
+#include "core/json_text.h"
 #include "qemb/runtime.h"
-#include "qemb/strings.h"
+#include "core/strings.h"
 #include "qemb/tokens.h"
 
 namespace qemb::cli {

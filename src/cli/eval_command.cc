@@ -3,10 +3,10 @@
 #include <cstdio>
 
 #include "cli/cli.h"
-#include "qemb/json_text.h"
-#include "qemb/strings.h"
+#include "core/json_text.h"
+#include "core/strings.h"
 #include "qemb/eval.h"
-#include "qemb/file.h"
+#include "core/file.h"
 #include "qemb/tokens.h"
 
 namespace qemb::cli {

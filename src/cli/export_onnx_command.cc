@@ -2,7 +2,7 @@
 
 #include "cli/cli.h"
 #include "qemb/export.h"
-#include "qemb/file.h"
+#include "core/file.h"
 #include "qemb/tokens.h"
 
 namespace qemb::cli {

@@ -2,7 +2,7 @@
 
 #include "cli/cli.h"
 #include "qemb/eval.h"
-#include "qemb/strings.h"
+#include "core/strings.h"
 #include "qemb/tokens.h"
 
 namespace qemb::cli {

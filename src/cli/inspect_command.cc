@@ -3,9 +3,9 @@
 #include "cli/cli.h"
 #include "qemb/export.h"
 #include "qemb/inspect.h"
-#include "qemb/json_text.h"
+#include "core/json_text.h"
 #include "qemb/runtime.h"
-#include "qemb/strings.h"
+#include "core/strings.h"
 
 namespace qemb::cli {
 

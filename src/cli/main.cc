@@ -4,8 +4,8 @@
 
 #include "cli/cli.h"
 #include "cli/option_names.h"
-#include "qemb/file.h"
-#include "qemb/strings.h"
+#include "core/file.h"
+#include "core/strings.h"
 #include "qemb/version.h"
 
 int main(int argc, char** argv) {

@@ -9,7 +9,7 @@
 
 #include "cli/cli.h"
 #include "qemb/embedding_bag.h"
-#include "qemb/file.h"
+#include "core/file.h"
 #include "qemb/half.h"
 #include "qemb/npy.h"
 

@@ -6,7 +6,7 @@
 
 #include "cli/cli.h"
 #include "cli/run_bags.h"
-#include "qemb/file.h"
+#include "core/file.h"
 #include "qemb/half.h"
 #include "qemb/npy.h"
 #include "qemb/runtime.h"

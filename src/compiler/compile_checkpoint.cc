@@ -5,7 +5,7 @@
 #include "qemb/artifact.h"
 #include "qemb/checkpoint.h"
 #include "qemb/compiler.h"
-#include "qemb/file.h"
+#include "core/file.h"
 #include "compiler/compile_stream.h"
 #include "compiler/row_source.h"
 #include "compiler/table_values.h"

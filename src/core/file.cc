@@ -1,4 +1,4 @@
-#include "qemb/file.h"
+#include "core/file.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "qemb/strings.h"
+#include "core/strings.h"
 
 namespace qemb {
 

@@ -1,4 +1,4 @@
-#include "qemb/json_text.h"
+#include "core/json_text.h"
 
 #include <exception>
 #include <set>

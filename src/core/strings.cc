@@ -1,4 +1,4 @@
-#include "qemb/strings.h"
+#include "core/strings.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "qemb/checkpoint.h"
-#include "qemb/param_store.h"
+#include "io/param_store.h"
 
 namespace qemb {
 

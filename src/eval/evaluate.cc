@@ -13,7 +13,8 @@
 #include "qemb/eval.h"
 #include "qemb/checkpoint.h"
 #include "eval/checkpoint_folder.h"
-#include "qemb/file.h"
+#include "eval/fakequant_store.h"
+#include "core/file.h"
 #include "kernels/quantize_kernels.h"
 #include "qemb/safetensors.h"
 

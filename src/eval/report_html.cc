@@ -9,8 +9,8 @@
 
 #include "eval/printf_string.h"
 #include "qemb/eval.h"
-#include "qemb/file.h"
-#include "qemb/strings.h"
+#include "core/file.h"
+#include "core/strings.h"
 #include "qemb/quantize.h"
 
 namespace qemb {

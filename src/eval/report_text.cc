@@ -5,7 +5,7 @@
 
 #include "eval/printf_string.h"
 #include "qemb/eval.h"
-#include "qemb/strings.h"
+#include "core/strings.h"
 
 namespace qemb {
 

@@ -9,7 +9,7 @@
 
 #include "core/ir.h"
 #include "qemb/export.h"
-#include "qemb/file.h"
+#include "core/file.h"
 
 namespace qemb {
 

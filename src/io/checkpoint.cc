@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "qemb/file.h"
-#include "qemb/json_text.h"
-#include "qemb/strings.h"
+#include "core/file.h"
+#include "core/json_text.h"
+#include "core/strings.h"
 
 namespace qemb {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "qemb/file.h"
+#include "core/file.h"
 #include "qemb/half.h"
 #include "core/ir.h"
 #include "kernels/half_kernels.h"

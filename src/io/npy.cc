@@ -6,7 +6,7 @@
 #include <map>
 #include <memory>
 
-#include "qemb/file.h"
+#include "core/file.h"
 #include "core/ir.h"
 
 namespace qemb {

@@ -1,11 +1,11 @@
-#include "qemb/param_store.h"
+#include "io/param_store.h"
 
 #include <algorithm>
 #include <optional>
 #include <utility>
 
-#include "qemb/file.h"
-#include "qemb/strings.h"
+#include "core/file.h"
+#include "core/strings.h"
 
 namespace qemb {
 
@@ -101,7 +101,7 @@ Result<const ParamStore::Node*> ParamStore::resolve_node(const std::string& path
       node = it->second.get();
       continue;
     }
-    // The same explanation compile gives (qemb/strings.h).
+    // The same explanation compile gives (core/strings.h).
     return make_error(ErrorCode::kNotFound, "no tensor " + quoted(path) + " in " + quoted(file_.path()) + ": " +
                                                 explain_missing_name(path, names()));
   }

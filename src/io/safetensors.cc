@@ -8,10 +8,10 @@
 #include <string_view>
 #include <utility>
 
-#include "qemb/file.h"
+#include "core/file.h"
 #include "core/ir.h"
-#include "qemb/json_text.h"
-#include "qemb/strings.h"
+#include "core/json_text.h"
+#include "core/strings.h"
 #include "qemb/half.h"
 #include "kernels/half_kernels.h"
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <memory>
 
-#include "qemb/file.h"
+#include "core/file.h"
 
 namespace qemb {
 namespace {

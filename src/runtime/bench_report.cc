@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "qemb/bench.h"
-#include "qemb/file.h"
-#include "qemb/strings.h"
+#include "core/file.h"
+#include "core/strings.h"
 
 namespace qemb {
 

@@ -4,8 +4,8 @@
 #include <sstream>
 
 #include "core/ir.h"
-#include "qemb/json_text.h"
-#include "qemb/strings.h"
+#include "core/json_text.h"
+#include "core/strings.h"
 
 namespace qemb {
 

@@ -9,7 +9,7 @@
 
 #include "artifact/artifact_test_util.h"
 #include "artifact/artifact_io.h"
-#include "qemb/file.h"
+#include "core/file.h"
 
 namespace qemb {
 namespace {

@@ -1,6 +1,6 @@
 // Read-only mappings, whole reads of pipes, and outputs that appear complete
 // or not at all: a failed command leaves no partial output file behind.
-#include "qemb/file.h"
+#include "core/file.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "qemb/json_text.h"
-#include "qemb/strings.h"
+#include "core/json_text.h"
+#include "core/strings.h"
 
 namespace qemb {
 namespace {

@@ -9,9 +9,11 @@
 #include <filesystem>
 #include <numeric>
 
+#include "io/param_store.h"
 #include "qemb/eval.h"
 #include "qemb/half.h"
 #include "qemb/runtime.h"
+#include "qemb/safetensors.h"
 #include "support/test_util.h"
 
 namespace qemb {

@@ -11,7 +11,7 @@
 
 #include "artifact/artifact_io.h"
 #include "qemb/export.h"
-#include "qemb/file.h"
+#include "core/file.h"
 #include "qemb/safetensors.h"
 #include "support/test_util.h"
 

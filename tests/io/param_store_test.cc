@@ -1,4 +1,4 @@
-#include "qemb/param_store.h"
+#include "io/param_store.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
