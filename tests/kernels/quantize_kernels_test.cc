@@ -74,25 +74,6 @@ TEST(QuantizeKernels, RowStatsMatchScalar) {
   }
 }
 
-TEST(QuantizeKernels, RowStatsReportFirstNonFiniteColumn) {
-  const float bad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-                       -std::numeric_limits<float>::infinity()};
-  for (const QuantizeKernelSet& set : AllSets()) {
-    for (size_t dim : {1, 5, 16, 33, 130}) {
-      for (size_t col : {size_t{0}, dim / 2, dim - 1}) {
-        for (float b : bad) {
-          std::vector<float> w = TestRow(dim, 3, 0);
-          w[col] = b;
-          if (col + 1 < dim) w[dim - 1] = std::numeric_limits<float>::quiet_NaN();
-          RowStats st;
-          EXPECT_EQ(set.row_stats_f32(w.data(), dim, &st), static_cast<int64_t>(col))
-              << set.isa << " dim " << dim;
-        }
-      }
-    }
-  }
-}
-
 TEST(QuantizeKernels, QuantizeMatchesScalarBitForBit) {
   for (const QuantizeKernelSet& set : AllSets()) {
     for (size_t dim : kDims) {
@@ -184,7 +165,7 @@ TEST(QuantizeKernels, Bf16FormsMatchTheFloatFormsOnTheDecodedRow) {
   }
 }
 
-TEST(QuantizeKernels, Bf16RowStatsReportFirstNonFiniteColumn) {
+TEST(QuantizeKernels, RowStatsReportFirstNonFiniteColumn) {
   const float bad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                        -std::numeric_limits<float>::infinity()};
   for (const QuantizeKernelSet& set : AllSets()) {
@@ -195,8 +176,11 @@ TEST(QuantizeKernels, Bf16RowStatsReportFirstNonFiniteColumn) {
           w[col] = b;
           if (col + 1 < dim) w[dim - 1] = std::numeric_limits<float>::quiet_NaN();
           RowStats st;
-          EXPECT_EQ(set.row_stats_bf16(ToBf16(w).bytes(), dim, &st), static_cast<int64_t>(col))
+          EXPECT_EQ(set.row_stats_f32(w.data(), dim, &st), static_cast<int64_t>(col))
               << set.isa << " dim " << dim;
+          // The BF16 kernel finds non-finite values from the 16-bit magnitude.
+          EXPECT_EQ(set.row_stats_bf16(ToBf16(w).bytes(), dim, &st), static_cast<int64_t>(col))
+              << set.isa << " bf16 dim " << dim;
         }
       }
     }
