@@ -412,7 +412,10 @@ __attribute__((target(HWY_TARGET_STR ",avx512vbmi"))) HWY_NOINLINE void LookupRo
     lo[k] = _mm512_permutex2var_epi8(a, even, b);
     hi[k] = _mm512_permutex2var_epi8(a, odd, b);
   }
-  auto lookup = [&](size_t j) {
+  // A plain loop, not a lambda: clang does not give a lambda its enclosing
+  // function's target attribute, and the VBMI intrinsics need it.
+  for (size_t next = 0; next < dim; next += 64) {
+    const size_t j = next + 64 <= dim ? next : dim - 64;  // the last 64 again, overlapping: same values
     const __m512i x = _mm512_loadu_si512(row + j);
     const __mmask64 upper = _mm512_movepi8_mask(x);  // byte >= 128: entries 128 .. 255
     const __m512i l = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(lo[0], x, lo[1]),
@@ -421,10 +424,7 @@ __attribute__((target(HWY_TARGET_STR ",avx512vbmi"))) HWY_NOINLINE void LookupRo
                                              _mm512_permutex2var_epi8(hi[2], x, hi[3]));
     _mm512_storeu_si512(o + j, _mm512_permutex2var_epi8(l, first, h));
     _mm512_storeu_si512(o + j + 32, _mm512_permutex2var_epi8(l, second, h));
-  };
-  size_t j = 0;
-  for (; j + 64 <= dim; j += 64) lookup(j);
-  if (j < dim) lookup(dim - 64);  // the last 64 again, overlapping: same values
+  }
 }
 #endif
 
