@@ -1,0 +1,605 @@
+// Pooled (EmbeddingBag) kernels: a fragment of gather_kernels.cc, which
+// includes it once per Highway target inside its qemb::HWY_NAMESPACE, after
+// the row-access, prefetch and requantization helpers these kernels share
+// with the gathers. Kept apart so the bag and gather kernels change
+// independently; no include guard, since every target's pass needs it.
+//
+// Each bag's output row is the accumulator: zeroed, then every id's row is
+// added into it column by column, in the bag's order, so each column sees
+// exactly the contract's sequence of float32 operations whatever the vector
+// width. Like its includer it is compiled with -ffp-contract=off: a Mul
+// followed by an Add must stay two roundings.
+
+// y = s_a * (float)(q16 - zp), optionally times the id's weight, added into o.
+template <class DF>
+HWY_INLINE void AccumulateY(DF df, hn::Vec<DF> y, bool weighted, hn::Vec<DF> w,
+                            float* HWY_RESTRICT o) {
+  if (weighted) y = hn::Mul(w, y);
+  hn::StoreU(hn::Add(hn::LoadU(df, o), y), df, o);
+}
+
+HWY_INLINE void AccumulateScalar(float y, bool weighted, float w, float* HWY_RESTRICT o) {
+  if (weighted) {
+    const float product = w * y;
+    *o = *o + product;
+  } else {
+    *o = *o + y;
+  }
+}
+
+// Runs add_row(row id, weighted, weight, out row) for every id of every bag
+// that is not the padding id, after zeroing the bag's row, then divides by
+// the count for mean. Prefetches rows kBagPrefetchRows ids ahead over the flat
+// ids, across bags and up to bag.lookahead_end: a bag of one id has no
+// lookahead of its own.
+// Ids ahead whose rows are prefetched: the bag kernels spend longer on a row
+// than a gather, and each row also needs its scale's line.
+constexpr size_t kBagPrefetchRows = 32;
+// Into L2, not L1: 32 rows of up to 3 lines ahead are more lines than L1's
+// fill buffers track, and the demand loads of a row in L2 overlap with the
+// arithmetic. Cold 8M-row 4-bit tables, paired runs on the development VM:
+// 0.49x -> 0.55x the memcpy roofline at D=256 pooling 20, 0.54x -> 0.67x at
+// D=128 pooling 1; 8-bit D=128 pooling 20 0.38x -> 0.79x.
+constexpr int kBagPrefetchLocality = 2;
+// Every line of a record up to this many bytes: an 8-bit D=256 record (260
+// bytes with its scale) spans 5 or 6 lines, and the gathers' 256-byte cap
+// left its last line to a demand miss. Longer rows leave the rest to the
+// hardware prefetcher, as the gathers do.
+constexpr size_t kBagPrefetchBytesPerRow = 512;
+
+HWY_INLINE void PrefetchBagRow(const RequantGatherParams& p, size_t r, size_t row_bytes) {
+  PrefetchPcqRow<kBagPrefetchLocality, kBagPrefetchBytesPerRow>(p, r, row_bytes);
+}
+
+
+// What to prefetch for a row id: the uint16 table's row, or a PCQ row and
+// its scale (in either layout: PrefetchPcqRow).
+struct RowPrefetch {
+  const RequantGatherParams* pcq;  // nullptr for the uint16 table
+  const uint8_t* rows;
+  size_t row_bytes;
+};
+
+// Runs finish(out row) once a bag's ids are in, when at least one counted:
+// kernels that accumulate columns in their own order put them back there.
+struct NoFinish {
+  void operator()(float*) const {}
+};
+
+template <typename Id, class AddRow, class Finish = NoFinish>
+HWY_INLINE void PoolBags(size_t dim, const Id* HWY_RESTRICT ids, const BagParams& bag,
+                         float* HWY_RESTRICT out, const RowPrefetch& prefetch, AddRow&& add_row,
+                         Finish&& finish = Finish()) {
+  using DF = hn::ScalableTag<float>;
+  const DF df;
+  const size_t NF = hn::Lanes(df);
+  const size_t end = std::max(static_cast<size_t>(bag.offsets[bag.bags]), bag.lookahead_end);
+  const bool weighted = bag.weights != nullptr;
+  for (size_t b = 0; b < bag.bags; ++b) {
+    float* o = out + b * bag.out_stride;
+    size_t j = 0;
+    for (; j + NF <= dim; j += NF) hn::StoreU(hn::Zero(df), df, o + j);
+    for (; j < dim; ++j) o[j] = +0.0f;
+    int64_t count = 0;
+    const size_t bag_end = static_cast<size_t>(bag.offsets[b + 1]);
+    for (size_t i = static_cast<size_t>(bag.offsets[b]); i < bag_end; ++i) {
+      if (i + kBagPrefetchRows < end) {
+        const size_t ahead = static_cast<size_t>(ids[i + kBagPrefetchRows]);
+        if (prefetch.pcq) {
+          PrefetchBagRow(*prefetch.pcq, ahead, prefetch.row_bytes);
+        } else {
+          PrefetchRow<kBagPrefetchLocality, kBagPrefetchBytesPerRow>(prefetch.rows + ahead * prefetch.row_bytes,
+                                                                     prefetch.row_bytes);
+        }
+      }
+      const int64_t id = ids[i];
+      if (id == bag.padding_idx) continue;
+      add_row(static_cast<size_t>(id), weighted, weighted ? bag.weights[i] : 1.0f, o);
+      ++count;
+    }
+    if (count > 0) finish(o);
+    if (bag.mean && count > 0) {
+      const float c = static_cast<float>(count);
+      const auto vc = hn::Set(df, c);
+      j = 0;
+      for (; j + NF <= dim; j += NF) hn::StoreU(hn::Div(hn::LoadU(df, o + j), vc), df, o + j);
+      for (; j < dim; ++j) o[j] = o[j] / c;
+    }
+  }
+}
+
+template <typename Id, bool kUnused>
+HWY_INLINE void BagU16(const RequantGatherParams& p, const Id* ids, const BagParams& bag,
+                       float* out) {
+  using DF = hn::ScalableTag<float>;
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> du16;
+  const size_t NF = hn::Lanes(df);
+  const size_t dim = p.dim;
+  const ActivationVec<DF> a(df, p.act);
+  const auto zero_point = hn::Set(di, p.act.zero_point);
+  const uint16_t* table = reinterpret_cast<const uint16_t*>(p.weights);
+  const size_t row_bytes = dim * sizeof(uint16_t);
+  PoolBags(
+      dim, ids, bag, out,
+      RowPrefetch{nullptr, p.weights, row_bytes},
+      [&](size_t r, bool weighted, float w, float* HWY_RESTRICT o) {
+        const uint16_t* row = table + r * dim;
+        const auto wv = hn::Set(df, w);
+        size_t j = 0;
+        for (; j + NF <= dim; j += NF) {
+          const auto q = hn::Sub(hn::PromoteTo(di, hn::LoadU(du16, row + j)), zero_point);
+          AccumulateY(df, hn::Mul(a.scale(), hn::ConvertTo(df, q)), weighted, wv, o + j);
+        }
+        for (; j < dim; ++j) AccumulateScalar(dequantize_activation(row[j], p.act), weighted, w, o + j);
+      });
+}
+
+// y = s_a * (q16 - zp) for one vector of int8 columns. kUnclamped: for a
+// row that FitsUnclamped, where q16 - zp = rne(t) exactly and t + 1.5 * 2^23
+// minus 1.5 * 2^23 is rne(t) as a float (RequantRowS8Unclamped says why),
+// with none of Q16's clamps.
+template <bool kLegacy, bool kUnclamped, class DF>
+HWY_INLINE hn::Vec<DF> S8Y(DF df, const int8_t* HWY_RESTRICT p, hn::Vec<DF> s, const S8Consts<DF>& c) {
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<int8_t, DF> d8;
+  auto x = hn::Mul(s, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, p))));  // s_r * q
+  if constexpr (kLegacy) x = LegacyRequantized(df, x, c.legacy);
+  if constexpr (kUnclamped) {
+    const auto magic = hn::Set(df, 12582912.0f);
+    return hn::Mul(c.a.scale(), hn::Sub(hn::Add(hn::Mul(x, c.a.inv_scale()), magic), magic));
+  } else {
+    return DequantizeQ16(Q16(df, x, c.a), c.a);
+  }
+}
+
+// Columns [j, dim) of one 8-bit row's y (times the weight) added into o: whole
+// vectors, then scalars.
+template <bool kLegacy, class DF>
+HWY_INLINE void AccumulateS8Columns(DF df, const int8_t* HWY_RESTRICT row, size_t j, size_t dim, float row_scale,
+                                    bool fits, bool weighted, float w, const S8Consts<DF>& c,
+                                    float* HWY_RESTRICT o) {
+  const size_t NF = hn::Lanes(df);
+  const auto s = hn::Set(df, row_scale);
+  const auto wv = hn::Set(df, w);
+  if (fits) {
+    for (; j + NF <= dim; j += NF) AccumulateY(df, S8Y<kLegacy, true>(df, row + j, s, c), weighted, wv, o + j);
+  } else {
+    for (; j + NF <= dim; j += NF) AccumulateY(df, S8Y<kLegacy, false>(df, row + j, s, c), weighted, wv, o + j);
+  }
+  for (; j < dim; ++j) {
+    const uint16_t v = kLegacy ? legacy_output(row_scale, row[j], c.max_scale, 127, c.act)
+                               : optimized_output(row_scale, row[j], c.act);
+    AccumulateScalar(dequantize_activation(v, c.act), weighted, w, o + j);
+  }
+}
+
+#undef QEMB_S8_BAG_REGISTERS
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+#define QEMB_S8_BAG_REGISTERS 1
+// Accumulators held in registers: up to 16 vectors on AVX-512 (32 registers),
+// 8 elsewhere (16 registers on x86; NEON keeps it simple too).
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr size_t kS8BagMaxVectors = 16;
+#else
+constexpr size_t kS8BagMaxVectors = 8;
+#endif
+
+// Pools bags of an 8-bit table whose first kV * Lanes columns stay in kV
+// accumulator registers for the whole bag: each id costs its loads and the
+// arithmetic, with no load or store of the bag's row, which PoolBags'
+// accumulation in memory spends most of its time on. Columns past them
+// (fewer than a vector) are accumulated in memory. Each column sees the
+// contract's sequence of operations: the same bits as PoolBags.
+template <size_t kV, bool kLegacy, typename Id, class DF>
+HWY_NOINLINE void PoolBagsS8Registers(DF df, const RequantGatherParams& p, const Id* HWY_RESTRICT ids,
+                                      const BagParams& bag, float* HWY_RESTRICT out, const S8Consts<DF>& c,
+                                      bool legacy_fits) {
+  using V = hn::Vec<DF>;
+  const size_t NF = hn::Lanes(df);
+  const size_t dim = p.dim;
+  const size_t cols = kV * NF;
+  const size_t end = std::max(static_cast<size_t>(bag.offsets[bag.bags]), bag.lookahead_end);
+  const bool weighted = bag.weights != nullptr;
+  const float inv_sa = inv(p.act.scale);
+  const float bound = UnclampedBound(p.act);
+  for (size_t b = 0; b < bag.bags; ++b) {
+    float* HWY_RESTRICT o = out + b * bag.out_stride;
+    V acc[kV];
+    for (size_t v = 0; v < kV; ++v) acc[v] = hn::Zero(df);
+    for (size_t j = cols; j < dim; ++j) o[j] = +0.0f;
+    int64_t count = 0;
+    const size_t bag_end = static_cast<size_t>(bag.offsets[b + 1]);
+    for (size_t i = static_cast<size_t>(bag.offsets[b]); i < bag_end; ++i) {
+      if (i + kBagPrefetchRows < end) PrefetchBagRow(p, static_cast<size_t>(ids[i + kBagPrefetchRows]), dim);
+      const int64_t id = ids[i];
+      if (id == bag.padding_idx) continue;
+      const size_t r = static_cast<size_t>(id);
+      const float row_scale = RowScale(p, r);
+      const int8_t* HWY_RESTRICT row = reinterpret_cast<const int8_t*>(RowWeights(p, r, dim));
+      const V s = hn::Set(df, row_scale);
+      const float w = weighted ? bag.weights[i] : 1.0f;
+      const V wv = hn::Set(df, w);
+      const bool fits = kLegacy ? legacy_fits : FitsUnclamped(row_scale, inv_sa, bound);
+      if (fits) {
+        for (size_t v = 0; v < kV; ++v) {
+          V y = S8Y<kLegacy, true>(df, row + v * NF, s, c);
+          if (weighted) y = hn::Mul(wv, y);
+          acc[v] = hn::Add(acc[v], y);
+        }
+      } else {
+        for (size_t v = 0; v < kV; ++v) {
+          V y = S8Y<kLegacy, false>(df, row + v * NF, s, c);
+          if (weighted) y = hn::Mul(wv, y);
+          acc[v] = hn::Add(acc[v], y);
+        }
+      }
+      if (cols < dim) AccumulateS8Columns<kLegacy>(df, row, cols, dim, row_scale, fits, weighted, w, c, o);
+      ++count;
+    }
+    if (bag.mean && count > 0) {
+      const float cf = static_cast<float>(count);
+      const V vc = hn::Set(df, cf);
+      for (size_t v = 0; v < kV; ++v) acc[v] = hn::Div(acc[v], vc);
+      for (size_t j = cols; j < dim; ++j) o[j] = o[j] / cf;
+    }
+    for (size_t v = 0; v < kV; ++v) hn::StoreU(acc[v], df, o + v * NF);
+  }
+}
+
+// The register kernel for dims of 1 to kS8BagMaxVectors whole vectors (and
+// a partial one); false for others.
+template <bool kLegacy, typename Id, class DF>
+HWY_INLINE bool PoolBagsS8InRegisters(DF df, const RequantGatherParams& p, const Id* ids, const BagParams& bag,
+                                      float* out, const S8Consts<DF>& c, bool legacy_fits) {
+  switch (p.dim / hn::Lanes(df)) {
+#define QEMB_S8_VECTORS(v)                                                          \
+  case v:                                                                           \
+    if (v <= kS8BagMaxVectors) {                                                    \
+      PoolBagsS8Registers<(v <= kS8BagMaxVectors ? v : 1), kLegacy>(df, p, ids, bag, out, c, legacy_fits); \
+      return true;                                                                  \
+    }                                                                               \
+    return false;
+    QEMB_S8_VECTORS(1)
+    QEMB_S8_VECTORS(2)
+    QEMB_S8_VECTORS(3)
+    QEMB_S8_VECTORS(4)
+    QEMB_S8_VECTORS(5)
+    QEMB_S8_VECTORS(6)
+    QEMB_S8_VECTORS(7)
+    QEMB_S8_VECTORS(8)
+    QEMB_S8_VECTORS(9)
+    QEMB_S8_VECTORS(10)
+    QEMB_S8_VECTORS(11)
+    QEMB_S8_VECTORS(12)
+    QEMB_S8_VECTORS(13)
+    QEMB_S8_VECTORS(14)
+    QEMB_S8_VECTORS(15)
+    QEMB_S8_VECTORS(16)
+#undef QEMB_S8_VECTORS
+    default:
+      return false;
+  }
+}
+#else
+#define QEMB_S8_BAG_REGISTERS 0
+#endif
+
+template <typename Id, bool kLegacy>
+HWY_INLINE void RequantBagS8(const RequantGatherParams& p, const Id* ids, const BagParams& bag,
+                             float* out) {
+  using DF = hn::ScalableTag<float>;
+  const DF df;
+  const S8Consts<DF> c(df, p);
+  const size_t dim = p.dim;
+  const float inv_sa = inv(p.act.scale);
+  const float bound = UnclampedBound(p.act);
+  // The legacy intermediate is s_max * qi whatever the row: one test a call.
+  const bool legacy_fits = kLegacy && FitsUnclamped(p.max_scale, inv_sa, bound);
+#if QEMB_S8_BAG_REGISTERS
+  if (PoolBagsS8InRegisters<kLegacy>(df, p, ids, bag, out, c, legacy_fits)) return;
+#endif
+  PoolBags(
+      dim, ids, bag, out,
+      RowPrefetch{&p, p.weights, dim},
+      [&](size_t r, bool weighted, float w, float* HWY_RESTRICT o) {
+        const float row_scale = RowScale(p, r);
+        const bool fits = kLegacy ? legacy_fits : FitsUnclamped(row_scale, inv_sa, bound);
+        AccumulateS8Columns<kLegacy>(df, reinterpret_cast<const int8_t*>(RowWeights(p, r, dim)), 0, dim, row_scale,
+                                     fits, weighted, w, c, o);
+      });
+}
+
+// The 16 values y_k (times the weight) of one 4-bit row, as floats.
+template <bool kLegacy>
+HWY_INLINE void BuildFloatLut(float row_scale, bool weighted, float w,
+                              const ActivationVec<LutTag>& a, const LegacyVec<LutTag>& legacy,
+                              float* HWY_RESTRICT lut) {
+  const LutTag df;
+  const size_t NF = hn::Lanes(df);
+  const auto s = hn::Set(df, row_scale);
+  const auto wv = hn::Set(df, w);
+  for (size_t k = 0; k < 16; k += NF) {
+    auto x = hn::Mul(s, hn::Load(df, kNibbleValues + k));
+    if constexpr (kLegacy) x = LegacyRequantized(df, x, legacy);
+    auto y = DequantizeQ16(Q16(df, x, a), a);
+    if (weighted) y = hn::Mul(wv, y);
+    hn::Store(y, df, lut + k);
+  }
+}
+
+#undef QEMB_BAG_FLOAT_LUT
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define QEMB_BAG_FLOAT_LUT 1
+// 16 float lanes hold the whole per-row table: one permute looks up 16
+// columns. Port 5 (every shuffle) is the limit, so each group of 32 columns
+// is accumulated as its 16 even columns then its 16 odd ones, straight from
+// the bytes' low and high nibbles with no interleave; UnpermuteS4Lut16 puts
+// the bag's row back in column order once. Returns the next column.
+HWY_INLINE size_t AccumulateS4Lut16(const uint8_t* HWY_RESTRICT row, size_t dim,
+                                    const float* HWY_RESTRICT lut, float* HWY_RESTRICT o) {
+  const hn::Full512<float> df;
+  const hn::Full512<uint32_t> du32;
+  const hn::Full512<int32_t> di32;
+  const hn::Full128<uint8_t> d8;
+  const auto table = hn::Load(df, lut);
+  const auto nibble = hn::Set(du32, 15);
+  size_t j = 0;
+  for (; j + 32 <= dim; j += 32) {
+    const auto bytes = hn::PromoteTo(du32, hn::LoadU(d8, row + j / 2));
+    const auto even = hn::And(bytes, nibble);
+    const auto odd = hn::ShiftRight<4>(bytes);
+    const auto ye = hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::BitCast(di32, even)));
+    const auto yo = hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::BitCast(di32, odd)));
+    hn::StoreU(hn::Add(hn::LoadU(df, o + j), ye), df, o + j);
+    hn::StoreU(hn::Add(hn::LoadU(df, o + j + 16), yo), df, o + j + 16);
+  }
+  return j;
+}
+
+// Columns [32g, 32g + 32) were held as 16 even then 16 odd: interleave them.
+HWY_INLINE void UnpermuteS4Lut16(size_t dim, float* HWY_RESTRICT o) {
+  const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  for (size_t j = 0; j + 32 <= dim; j += 32) {
+    const __m512 even = _mm512_loadu_ps(o + j);
+    const __m512 odd = _mm512_loadu_ps(o + j + 16);
+    _mm512_storeu_ps(o + j, _mm512_permutex2var_ps(even, first, odd));
+    _mm512_storeu_ps(o + j + 16, _mm512_permutex2var_ps(even, second, odd));
+  }
+}
+
+// The float table of one row, in a register (BuildFloatLut's arithmetic).
+template <bool kLegacy>
+HWY_INLINE hn::Vec<hn::Full512<float>> FloatLut16(float row_scale, bool weighted, float w,
+                                                  const ActivationVec<LutTag>& a,
+                                                  const LegacyVec<LutTag>& legacy) {
+  const hn::Full512<float> df;
+  auto x = hn::Mul(hn::Set(df, row_scale), hn::Load(df, kNibbleValues));
+  if constexpr (kLegacy) x = LegacyRequantized(df, x, legacy);
+  auto y = DequantizeQ16(Q16(df, x, a), a);
+  if (weighted) y = hn::Mul(hn::Set(df, w), y);
+  return y;
+}
+
+// Pools bags of a 4-bit table whose rows' first 32 * kGroups columns stay in
+// 2 * kGroups registers for the whole bag (group g's even columns, then its
+// odd ones, as AccumulateS4Lut16 orders them): each row costs its lookups and
+// adds, with no load or store of the bag's row, which PoolBags' per-row
+// accumulation in memory spends most of its time on. Columns past them (dim
+// % 32) are accumulated in memory. Each column still sees the contract's
+// sequence of operations: same bits as PoolBags.
+template <size_t kGroups, bool kLegacy, typename Id>
+HWY_NOINLINE void PoolBagsS4Registers(const RequantGatherParams& p, const Id* HWY_RESTRICT ids,
+                                      const BagParams& bag, float* HWY_RESTRICT out,
+                                      const ActivationVec<LutTag>& lut_act,
+                                      const LegacyVec<LutTag>& lut_legacy) {
+  const hn::Full512<float> df;
+  const hn::Full512<uint32_t> du32;
+  const hn::Full512<int32_t> di32;
+  const hn::Full128<uint8_t> d8;
+  using V = hn::Vec<decltype(df)>;
+  const size_t dim = p.dim;
+  const size_t row_bytes = (dim + 1) / 2;
+  constexpr size_t kCols = 32 * kGroups;
+  const auto nibble = hn::Set(du32, 15);
+  const size_t end = std::max(static_cast<size_t>(bag.offsets[bag.bags]), bag.lookahead_end);
+  const bool weighted = bag.weights != nullptr;
+  alignas(64) float lut[16];
+  for (size_t b = 0; b < bag.bags; ++b) {
+    float* HWY_RESTRICT o = out + b * bag.out_stride;
+    V acc[2 * kGroups];
+    for (size_t g = 0; g < 2 * kGroups; ++g) acc[g] = hn::Zero(df);
+    for (size_t j = kCols; j < dim; ++j) o[j] = +0.0f;
+    int64_t count = 0;
+    const size_t bag_end = static_cast<size_t>(bag.offsets[b + 1]);
+    for (size_t i = static_cast<size_t>(bag.offsets[b]); i < bag_end; ++i) {
+      if (i + kBagPrefetchRows < end) PrefetchBagRow(p, static_cast<size_t>(ids[i + kBagPrefetchRows]), row_bytes);
+      const int64_t id = ids[i];
+      if (id == bag.padding_idx) continue;
+      const size_t r = static_cast<size_t>(id);
+      const uint8_t* HWY_RESTRICT row = RowWeights(p, r, row_bytes);
+      const V table = FloatLut16<kLegacy>(RowScale(p, r), weighted, weighted ? bag.weights[i] : 1.0f,
+                                          lut_act, lut_legacy);
+      for (size_t g = 0; g < kGroups; ++g) {
+        const auto bytes = hn::PromoteTo(du32, hn::LoadU(d8, row + 16 * g));
+        const auto even = hn::And(bytes, nibble);
+        const auto odd = hn::ShiftRight<4>(bytes);
+        acc[2 * g] = hn::Add(acc[2 * g], hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::BitCast(di32, even))));
+        acc[2 * g + 1] =
+            hn::Add(acc[2 * g + 1], hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::BitCast(di32, odd))));
+      }
+      if (kCols < dim) {
+        hn::Store(table, df, lut);
+        for (size_t j = kCols; j < dim; ++j) {
+          const uint8_t byte = row[j / 2];
+          o[j] = o[j] + lut[(j & 1) ? (byte >> 4) : (byte & 0x0F)];
+        }
+      }
+      ++count;
+    }
+    if (bag.mean && count > 0) {
+      const float c = static_cast<float>(count);
+      const auto vc = hn::Set(df, c);
+      for (size_t g = 0; g < 2 * kGroups; ++g) acc[g] = hn::Div(acc[g], vc);
+      for (size_t j = kCols; j < dim; ++j) o[j] = o[j] / c;
+    }
+    const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    for (size_t g = 0; g < kGroups; ++g) {
+      const __m512 even = acc[2 * g].raw, odd = acc[2 * g + 1].raw;
+      _mm512_storeu_ps(o + 32 * g, _mm512_permutex2var_ps(even, first, odd));
+      _mm512_storeu_ps(o + 32 * g + 16, _mm512_permutex2var_ps(even, second, odd));
+    }
+  }
+}
+
+// The register kernel for dims of 32 to 287 columns; false for others.
+template <bool kLegacy, typename Id>
+HWY_INLINE bool PoolBagsS4InRegisters(const RequantGatherParams& p, const Id* ids, const BagParams& bag,
+                                      float* out, const ActivationVec<LutTag>& lut_act,
+                                      const LegacyVec<LutTag>& lut_legacy) {
+  switch (p.dim / 32) {
+#define QEMB_S4_GROUPS(g)                                                            \
+  case g:                                                                            \
+    PoolBagsS4Registers<g, kLegacy>(p, ids, bag, out, lut_act, lut_legacy);         \
+    return true;
+    QEMB_S4_GROUPS(1)
+    QEMB_S4_GROUPS(2)
+    QEMB_S4_GROUPS(3)
+    QEMB_S4_GROUPS(4)
+    QEMB_S4_GROUPS(5)
+    QEMB_S4_GROUPS(6)
+    QEMB_S4_GROUPS(7)
+    QEMB_S4_GROUPS(8)
+#undef QEMB_S4_GROUPS
+    default:
+      return false;
+  }
+}
+#else
+#define QEMB_BAG_FLOAT_LUT 0
+#endif
+
+#if QEMB_NIBBLE_SHUFFLES && !QEMB_BAG_FLOAT_LUT
+// Columns [j, ...) in whole vectors of D8 through the uint16 byte-shuffle
+// lookup of the gathers, then dequantized; returns the next column.
+template <class D8>
+HWY_INLINE size_t AccumulateS4Shuffles(D8 d8, const uint8_t* HWY_RESTRICT row, size_t j,
+                                       size_t dim, const NibbleLut& lut,
+                                       const uint32_t* transpose,
+                                       const DequantVec<hn::RepartitionToWide<D8>>& dq,
+                                       bool weighted, float w, float* HWY_RESTRICT o) {
+  using D16 = hn::RepartitionToWide<D8>;
+  using DF = typename DequantVec<D16>::DF;
+  const DF df;
+  const typename DequantVec<D16>::DI di;
+  const hn::Half<D16> dh16;
+  const hn::Repartition<uint32_t, D8> d32;
+  const size_t N = hn::Lanes(d8);
+  const size_t NF = hn::Lanes(df);
+  const bool permute = N > 16;
+  const auto wv = hn::Set(df, w);
+  const auto transpose_idx = hn::SetTableIndices(d32, transpose);
+  const auto tab_lo = hn::LoadDup128(d8, lut.lo);
+  const auto tab_hi = hn::LoadDup128(d8, lut.hi);
+  for (; j + 2 * N <= dim; j += 2 * N) {
+    auto packed = hn::LoadU(d8, row + j / 2);
+    if (permute) {
+      packed = hn::BitCast(d8, hn::TableLookupLanes(hn::BitCast(d32, packed), transpose_idx));
+    }
+    LookupNibbles(d8, packed, tab_lo, tab_hi, [&](size_t part, hn::Vec<D16> v) {
+      float* op = o + j + part * (N / 2);
+      const auto q_lo = hn::Sub(hn::PromoteTo(di, hn::LowerHalf(dh16, v)), dq.zero_point());
+      const auto q_hi = hn::Sub(hn::PromoteTo(di, hn::UpperHalf(dh16, v)), dq.zero_point());
+      AccumulateY(df, hn::Mul(dq.scale(), hn::ConvertTo(df, q_lo)), weighted, wv, op);
+      AccumulateY(df, hn::Mul(dq.scale(), hn::ConvertTo(df, q_hi)), weighted, wv, op + NF);
+    });
+  }
+  return j;
+}
+#endif
+
+template <typename Id, bool kLegacy>
+HWY_INLINE void RequantBagS4(const RequantGatherParams& p, const Id* ids, const BagParams& bag,
+                             float* out) {
+  const LutTag dlut;
+  const ActivationVec<LutTag> lut_act(dlut, p.act);
+  const LegacyVec<LutTag> lut_legacy(dlut, p.max_scale, 7);
+  const size_t dim = p.dim;
+  const size_t row_bytes = (dim + 1) / 2;
+#if QEMB_BAG_FLOAT_LUT
+  if (PoolBagsS4InRegisters<kLegacy>(p, ids, bag, out, lut_act, lut_legacy)) return;
+#endif
+#if QEMB_NIBBLE_SHUFFLES && !QEMB_BAG_FLOAT_LUT
+  using D8 = hn::ScalableTag<uint8_t>;
+  using D8x16 = hn::Full128<uint8_t>;
+  const D8 d8;
+  const D8x16 d8x16;
+  const size_t N = hn::Lanes(d8);
+  const size_t blocks = N / 16;
+  alignas(64) uint32_t transpose[hn::MaxLanes(hn::Repartition<uint32_t, D8>())];
+  for (size_t b = 0; b < blocks; ++b) {
+    for (size_t part = 0; part < 4; ++part) {
+      transpose[4 * b + part] = static_cast<uint32_t>(part * blocks + b);
+    }
+  }
+  alignas(16) static constexpr uint32_t kIdentity[4] = {0, 1, 2, 3};
+  const DequantVec<hn::RepartitionToWide<D8>> dequant(p.act);
+  const DequantVec<hn::RepartitionToWide<D8x16>> dequant_x16(p.act);
+  NibbleLut nibble_lut;
+#endif
+  alignas(64) float lut[16];
+  PoolBags(
+      dim, ids, bag, out,
+      RowPrefetch{&p, p.weights, row_bytes},
+      [&](size_t r, bool weighted, float w, float* HWY_RESTRICT o) {
+        const float row_scale = RowScale(p, r);
+        const uint8_t* row = RowWeights(p, r, row_bytes);
+        // The float table: the whole lookup on 16-lane targets, the odd
+        // columns' on the others.
+        BuildFloatLut<kLegacy>(row_scale, weighted, w, lut_act, lut_legacy, lut);
+        size_t j = 0;
+#if QEMB_BAG_FLOAT_LUT
+        j = AccumulateS4Lut16(row, dim, lut, o);
+#elif QEMB_NIBBLE_SHUFFLES
+        if (dim >= 2 * 16) {
+          BuildNibbleLut<kLegacy>(row_scale, lut_act, lut_legacy, nibble_lut);
+          j = AccumulateS4Shuffles(d8, row, j, dim, nibble_lut, transpose, dequant, weighted, w, o);
+          if (N > 16) {
+            j = AccumulateS4Shuffles(d8x16, row, j, dim, nibble_lut, kIdentity, dequant_x16,
+                                     weighted, w, o);
+          }
+        }
+#endif
+        // lut[k] already holds w * y_k: the same product, rounded once.
+        for (; j < dim; ++j) {
+          const uint8_t byte = row[j / 2];
+          o[j] = o[j] + lut[(j & 1) ? (byte >> 4) : (byte & 0x0F)];
+        }
+      },
+      [&](float* HWY_RESTRICT o) {
+#if QEMB_BAG_FLOAT_LUT
+        UnpermuteS4Lut16(dim, o);
+#else
+        (void)o;
+#endif
+      });
+}
+
+#define QEMB_DEFINE_BAG_KERNELS(name, call, legacy)                                        \
+  void name##_i32(const RequantGatherParams& p, const int32_t* ids, const BagParams& bag, \
+                  float* out) {                                                           \
+    call<int32_t, legacy>(p, ids, bag, out);                                              \
+  }                                                                                       \
+  void name##_i64(const RequantGatherParams& p, const int64_t* ids, const BagParams& bag, \
+                  float* out) {                                                           \
+    call<int64_t, legacy>(p, ids, bag, out);                                              \
+  }
+QEMB_DEFINE_BAG_KERNELS(bag_u16, BagU16, false)
+QEMB_DEFINE_BAG_KERNELS(requant_bag_s4, RequantBagS4, false)
+QEMB_DEFINE_BAG_KERNELS(requant_bag_s8, RequantBagS8, false)
+QEMB_DEFINE_BAG_KERNELS(legacy_bag_s4, RequantBagS4, true)
+QEMB_DEFINE_BAG_KERNELS(legacy_bag_s8, RequantBagS8, true)
+#undef QEMB_DEFINE_BAG_KERNELS
