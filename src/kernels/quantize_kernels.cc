@@ -1,6 +1,7 @@
 // Quantization kernels (kernels/quantize_kernels.h) for every Highway target this
 // build compiles. Highway recompiles this file once per target
 // (foreach_target.h); the HWY_ONCE pass exports them and builds the sets.
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -134,11 +135,53 @@ int64_t row_stats_bf16(const uint8_t* bytes, size_t dim, RowStats* stats) {
   return -1;
 }
 
+// Quantizes the leading columns of a BF16 row two at a time without
+// separating them: a uint32 lane holds two neighbouring values (little-endian:
+// the even column in its low half), which as floats are the lane shifted left
+// by 16 and the lane with its low half cleared. Each is quantized where it
+// lies (QuantizeToInt8's arithmetic), and the two codes are merged in the lane
+// and narrowed once: `merge` puts the odd code above the even one. No int8
+// row is stored and reloaded, and no lanes are shuffled. The low bits of
+// t + 1.5 * 2^23 are those of rne(t) (the constant's low 22 bits are 0), so
+// the subtraction is left out. Returns how many columns were done (even).
+template <class DU, class Merge>
+HWY_INLINE size_t QuantizeBf16Pairs(DU du, const uint16_t* HWY_RESTRICT row, size_t dim, float row_scale, int qmax,
+                                    const Merge& merge) {
+  if constexpr (std::endian::native != std::endian::little) return 0;
+  const hn::Repartition<float, DU> df;
+  const size_t N = hn::Lanes(du);
+  const auto vinv = hn::Set(df, inv(row_scale));
+  const auto vhi = hn::Set(df, static_cast<float>(qmax));
+  const auto vlo = hn::Set(df, static_cast<float>(-qmax));
+  const auto magic = hn::Set(df, 12582912.0f);  // 1.5 * 2^23
+  const auto high_half = hn::Set(du, 0xFFFF0000u);
+  auto code = [&](hn::Vec<DU> bits) {
+    const auto t = hn::Min(MaxOrLowerIfNaN<decltype(df)>(hn::Mul(hn::BitCast(df, bits), vinv), vlo), vhi);
+    return hn::BitCast(du, hn::Add(t, magic));
+  };
+  size_t j = 0;
+  for (; j + 2 * N <= dim; j += 2 * N) {
+    const auto v = hn::LoadU(du, reinterpret_cast<const uint32_t*>(row + j));
+    merge(j, code(hn::ShiftLeft<16>(v)), code(hn::And(v, high_half)));
+  }
+  return j;
+}
+
 void quantize_row_s8(const float* row, size_t dim, float row_scale, int8_t* out) {
   QuantizeToInt8(row, dim, row_scale, 127, out);
 }
-void quantize_row_s8_bf16(const uint8_t* row, size_t dim, float row_scale, int8_t* out) {
-  QuantizeToInt8(reinterpret_cast<const uint16_t*>(row), dim, row_scale, 127, out);
+void quantize_row_s8_bf16(const uint8_t* bytes, size_t dim, float row_scale, int8_t* out) {
+  const uint16_t* row = reinterpret_cast<const uint16_t*>(bytes);  // loaded with LoadU only
+  const hn::ScalableTag<uint32_t> du;
+  const hn::Rebind<uint16_t, decltype(du)> du16;
+  const auto low8 = hn::Set(du, 0xFFu);
+  const size_t j = QuantizeBf16Pairs(du, row, dim, row_scale, 127, [&](size_t at, auto even, auto odd) {
+    // Little-endian: the uint16 (even & 0xFF) | odd << 8 is the two int8 codes
+    // (the truncation drops the odd code's upper bits).
+    hn::StoreU(hn::TruncateTo(du16, hn::OrAnd(hn::ShiftLeft<8>(odd), even, low8)), du16,
+               reinterpret_cast<uint16_t*>(out + at));
+  });
+  QuantizeToInt8(row + j, dim - j, row_scale, 127, out + j);
 }
 
 // Quantizes a block of columns into int8 (in L1), then packs pairs: as a
@@ -172,8 +215,16 @@ void QuantizeRowS4(const T* HWY_RESTRICT row, size_t dim, float row_scale, uint8
 void quantize_row_s4(const float* row, size_t dim, float row_scale, uint8_t* out) {
   QuantizeRowS4(row, dim, row_scale, out);
 }
-void quantize_row_s4_bf16(const uint8_t* row, size_t dim, float row_scale, uint8_t* out) {
-  QuantizeRowS4(reinterpret_cast<const uint16_t*>(row), dim, row_scale, out);
+void quantize_row_s4_bf16(const uint8_t* bytes, size_t dim, float row_scale, uint8_t* out) {
+  const uint16_t* row = reinterpret_cast<const uint16_t*>(bytes);  // loaded with LoadU only
+  const hn::ScalableTag<uint32_t> du;
+  const hn::Rebind<uint8_t, decltype(du)> du8;
+  const auto low4 = hn::Set(du, 0x0Fu);
+  const size_t j = QuantizeBf16Pairs(du, row, dim, row_scale, 7, [&](size_t at, auto even, auto odd) {
+    // The pair's byte, (even & 0x0F) | odd << 4, in the lane's low 8 bits.
+    hn::StoreU(hn::TruncateTo(du8, hn::OrAnd(hn::ShiftLeft<4>(odd), even, low4)), du8, out + at / 2);
+  });
+  QuantizeRowS4(row + j, dim - j, row_scale, out + j / 2);
 }
 
 }  // namespace HWY_NAMESPACE
