@@ -8,6 +8,10 @@
 # all of them meet the same machine state; the ratios are taken within a round
 # and their median (min-max) over the rounds is printed, with wall and CPU
 # time, peak resident memory and page faults of each command.
+# Also in each round: a write + fsync of as many zero bytes as each fused
+# artifact has (the output's own floor: that much must reach the disk), and,
+# with BASELINE=path/to/another/qemb, that binary's compiles (an old build
+# against the new one, both in the same rounds).
 # ROWS, DIM, DTYPE, ROUNDS override the defaults. Needs ~2.5x the table's
 # size of free disk under ${TMPDIR:-/tmp}.
 set -euo pipefail
@@ -26,6 +30,18 @@ compile="build/qemb compile $in --qnn-sdk-version 2.48 --quiet -o $tmp/out"
 cmds=("cp $in $tmp/out && sync $tmp/out" "build/qemb_read_pass --mmap $in >/dev/null"
       "$compile --mode materialize --scheme 16a4w" "$compile --mode materialize --scheme 16a8w"
       "$compile --mode fused --scheme 16a4w" "$compile --mode fused --scheme 16a8w")
+for s in 16a4w 16a8w; do
+  $compile --mode fused --scheme $s
+  names+=("write-$s")
+  cmds+=("dd if=/dev/zero of=$tmp/out bs=1M count=$(stat -c %s "$tmp/out") iflag=count_bytes conv=fsync status=none")
+done
+if [ -n "${BASELINE:-}" ]; then
+  base="$BASELINE compile $in --qnn-sdk-version 2.48 --quiet -o $tmp/out"
+  names+=(base-materialize-16a4w base-materialize-16a8w base-fused-16a4w base-fused-16a8w)
+  cmds+=("$base --mode materialize --scheme 16a4w" "$base --mode materialize --scheme 16a8w"
+         "$base --mode fused --scheme 16a4w" "$base --mode fused --scheme 16a8w")
+fi
+rm -f "$tmp/out"
 for n in "${names[@]}"; do : > "$tmp/$n"; done
 for round in $(seq "$rounds"); do
   for c in "${!cmds[@]}"; do
@@ -40,10 +56,10 @@ stats() { sort -g | awk '{v[NR]=$1} END {printf "%.2f (%.2f-%.2f)", v[int((NR+1)
 ratios() { paste -d' ' "$1" "$2" | awk -v e="$3" '{split($0, a, " "); n = split(e, k, ","); \
   x = 0; y = 0; for (i = 1; i <= n; ++i) { x += a[k[i]]; y += a[k[i] + 5] } print (y > 0 ? x / y : 0)}'; }
 echo "== $rows x $dim $dtype ($(( $(stat -c %s "$in") >> 20 )) MiB), $rounds rounds, $(nproc) cores, $(uptime | sed 's/.*load/load/')"
-printf '%-18s %-19s %-19s %-20s %-11s %-19s %-19s\n' command "wall s" "cpu s" "peak MiB" "faults" "x floor (wall)" "x floor (cpu)"
+printf '%-22s %-19s %-19s %-20s %-11s %-19s %-19s\n' command "wall s" "cpu s" "peak MiB" "faults" "x floor (wall)" "x floor (cpu)"
 for n in "${names[@]}"; do
-  case $n in materialize*|cp*) floor=cp+fsync ;; *) floor=read-pass ;; esac
-  printf '%-18s %-19s %-19s %-20s %-11s %-19s %-19s\n' "$n" "$(awk '{print $1}' "$tmp/$n" | stats)" \
+  case $n in *materialize*|cp*) floor=cp+fsync ;; *) floor=read-pass ;; esac
+  printf '%-22s %-19s %-19s %-20s %-11s %-19s %-19s\n' "$n" "$(awk '{print $1}' "$tmp/$n" | stats)" \
     "$(awk '{print $2 + $3}' "$tmp/$n" | stats)" "$(awk '{print $4 / 1024}' "$tmp/$n" | stats)" \
     "$(awk '{print $5}' "$tmp/$n" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')" \
     "$(ratios "$tmp/$n" "$tmp/$floor" 1 | stats) $floor" "$(ratios "$tmp/$n" "$tmp/$floor" 2,3 | stats)"
