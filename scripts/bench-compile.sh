@@ -33,7 +33,7 @@ cmds=("cp $in $tmp/out && sync $tmp/out" "build/qemb_read_pass --mmap $in >/dev/
 for s in 16a4w 16a8w; do
   $compile --mode fused --scheme $s
   names+=("write-$s")
-  cmds+=("dd if=/dev/zero of=$tmp/out bs=1M count=$(stat -c %s "$tmp/out") iflag=count_bytes conv=fsync status=none")
+  cmds+=("dd if=/dev/zero of=$tmp/out bs=128K count=$(stat -c %s "$tmp/out") iflag=count_bytes conv=fsync status=none")
 done
 if [ -n "${BASELINE:-}" ]; then
   base="$BASELINE compile $in --qnn-sdk-version 2.48 --quiet -o $tmp/out"
