@@ -491,16 +491,37 @@ __attribute__((target(HWY_TARGET_STR ",avx512vbmi"))) HWY_NOINLINE void RequantG
   const __m512i i2 = _mm512_load_si512(kS8PackIndices.v[2]);
   const __m512i i3 = _mm512_load_si512(kS8PackIndices.v[3]);
   const ShortRecords records(p, dim);
+  // Rows of at most 128 bytes with their scales apart: the lines of a row's
+  // first, 64th and last bytes and of its scale, without PrefetchPcqRow's
+  // loops. The layout is read into locals once: the vector stores may alias
+  // anything, so fields read through `p` would be loaded again every row.
+  const bool short_rows = !records.first && p.scale_stride == 0 && dim <= 2 * kCacheLine;
+  const size_t middle = std::min(kCacheLine, dim - 1);
+  const bool tail = dim > kPrefetchBytesPerRow;
+  const uint8_t* const weights = p.weights;
+  const uint8_t* const scales = reinterpret_cast<const uint8_t*>(p.row_scales);
+  const size_t row_stride = p.row_stride ? p.row_stride : dim;
+  const size_t scale_stride = p.scale_stride ? p.scale_stride : sizeof(float);
   for (size_t i = 0; i < n; ++i) {
     if (i + kPrefetchRows < n) {
       const size_t ahead = static_cast<size_t>(ids[i + kPrefetchRows]);
-      if (records.first) records.Prefetch(ahead);
-      else PrefetchPcqRow(p, ahead, dim);
+      if (records.first) {
+        records.Prefetch(ahead);
+      } else if (short_rows) {
+        const uint8_t* w = weights + ahead * row_stride;
+        hwy::Prefetch(w);
+        hwy::Prefetch(w + middle);
+        hwy::Prefetch(w + dim - 1);
+        hwy::Prefetch(scales + ahead * scale_stride);
+      } else {
+        PrefetchPcqRow(p, ahead, dim);
+      }
     }
-    if (i + 1 < n) PrefetchRowTail(RowWeights(p, static_cast<size_t>(ids[i + 1]), dim), dim);
+    if (tail && i + 1 < n) PrefetchRowTail(weights + static_cast<size_t>(ids[i + 1]) * row_stride, dim);
     const size_t r = static_cast<size_t>(ids[i]);
-    const float row_scale = RowScale(p, r);
-    const int8_t* row = reinterpret_cast<const int8_t*>(RowWeights(p, r, dim));
+    float row_scale;
+    std::memcpy(&row_scale, scales + r * scale_stride, sizeof(row_scale));
+    const int8_t* row = reinterpret_cast<const int8_t*>(weights + r * row_stride);
     uint16_t* o = out + i * dim;
     if (!FitsUnclamped(row_scale, inv_sa, bound) || !ScalesExactly(row_scale)) {
       RequantRowS8Clamped<false, OutKind::kU16>(hn::ScalableTag<float>(), row, 0, dim, row_scale, consts, o);
