@@ -433,27 +433,30 @@ __attribute__((target(HWY_TARGET_STR ",avx512vbmi"))) HWY_NOINLINE void LookupRo
 // converted exactly. The row scale is taken times 2^-24, exact while it
 // stays normal (|s_r| >= 2^-102, or 0), so s' * (q * 2^24) is the same real
 // number as s_r * q and rounds to the same float; then the contract's
-// product with 1/s_a and the rounding addition of 1.5 * 2^23 as before. The
-// sum's bits plus zp - bits(1.5 * 2^23) are zp + rne(t) in [0, 65535] (the
-// row FitsUnclamped), and a saturating pack, which works within 128-bit
-// blocks, narrows two vectors: the permutes choose the columns so that the
-// packed words come out in column order. 64 values cost 4 permutes, 16
-// float operations, 4 integer additions and 2 packs: 26 operations where
-// the permute-and-add narrowing takes 28, and on the development VM it ran
-// a rec_hot row in about 16 ns against about 18-26 (same-run microbenchmark).
+// product with 1/s_a. Adding C = 1.5 * 2^23 + zp' (zp' = zp rounded down to
+// even) leaves t + C in [2^23, 2^24), where the float spacing is 1, so the
+// addition rounds t to nearest even (C is even: ties go the same way) and the
+// low 16 bits of the sum are zp' + rne(t), in [0, 65535] as the row
+// FitsUnclamped (1.5 * 2^23 is a multiple of 2^16). A two-register byte
+// permute takes those low halves of two vectors in column order; an odd zp
+// adds its last 1 in 16 bits. 64 values cost 4 + 2 permutes and 16 float
+// operations (2 more additions for an odd zp), where the permute-and-add
+// narrowing takes 28.
 struct S8PackIndices {
-  alignas(64) uint8_t v[4][64];  // columns 0-31 as two packed halves, then 32-63
+  alignas(64) uint8_t widen[4][64];  // columns 16k .. 16k + 15 in the top bytes
+  alignas(64) uint8_t narrow[64];    // the low 16 bits of 16 + 16 lanes
 };
 constexpr S8PackIndices MakeS8PackIndices() {
   S8PackIndices x{};
-  for (int lane = 0; lane < 16; ++lane) {
-    const int block = lane / 4, k = lane % 4;  // packs interleave 4 lanes of each input per 128-bit block
-    for (int b = 0; b < 4; ++b) {
-      x.v[0][4 * lane + b] = static_cast<uint8_t>(8 * block + k);
-      x.v[1][4 * lane + b] = static_cast<uint8_t>(8 * block + 4 + k);
-      x.v[2][4 * lane + b] = static_cast<uint8_t>(32 + 8 * block + k);
-      x.v[3][4 * lane + b] = static_cast<uint8_t>(32 + 8 * block + 4 + k);
+  for (int k = 0; k < 4; ++k) {
+    for (int lane = 0; lane < 16; ++lane) {
+      for (int b = 0; b < 4; ++b) x.widen[k][4 * lane + b] = static_cast<uint8_t>(16 * k + lane);
     }
+  }
+  for (int w = 0; w < 32; ++w) {  // word w: lane w % 16 of the first (w < 16) or second register (+64)
+    const int src = 4 * (w % 16) + (w < 16 ? 0 : 64);
+    x.narrow[2 * w] = static_cast<uint8_t>(src);
+    x.narrow[2 * w + 1] = static_cast<uint8_t>(src + 1);
   }
   return x;
 }
@@ -464,12 +467,13 @@ HWY_INLINE bool ScalesExactly(float row_scale) {
   return std::fabs(row_scale) >= 0x1p-102f || row_scale == 0.0f;
 }
 
-// zp + rne(t) for 16 values, in 32-bit lanes: t = (s' * (q * 2^24)) * inv.
-__attribute__((target(HWY_TARGET_STR ",avx512vbmi"))) HWY_INLINE __m512i RequantPackLanes(
-    __m512i bytes, __m512i index, __m512 s, __m512 inv, __m512 magic, __m512i bias) {
+// The float sums t + C for 16 values, t = (s' * (q * 2^24)) * inv.
+__attribute__((target(HWY_TARGET_STR ",avx512vbmi"))) HWY_INLINE __m512i RequantSumLanes(__m512i bytes,
+                                                                                        __m512i index, __m512 s,
+                                                                                        __m512 inv, __m512 c) {
   const __m512i q = _mm512_maskz_permutexvar_epi8(0x8888888888888888ull, index, bytes);
   const __m512 t = _mm512_mul_ps(_mm512_mul_ps(s, _mm512_cvtepi32_ps(q)), inv);
-  return _mm512_add_epi32(_mm512_castps_si512(_mm512_add_ps(t, magic)), bias);
+  return _mm512_castps_si512(_mm512_add_ps(t, c));
 }
 
 // The optimized uint16 gather for 64 <= dim < kS8TableMinDim: rows that
@@ -477,6 +481,7 @@ __attribute__((target(HWY_TARGET_STR ",avx512vbmi"))) HWY_INLINE __m512i Requant
 // columns again, overlapping, when dim is not a multiple of 64: the same
 // values); any other row the clamped path. The whole loop lives here so
 // that the constants stay in registers across rows.
+template <bool kOddZeroPoint>
 __attribute__((target(HWY_TARGET_STR ",avx512vbmi"))) HWY_NOINLINE void RequantGatherS8U16Vbmi(
     const RequantGatherParams& p, const S8Consts<hn::ScalableTag<float>>& consts, const int64_t* ids, size_t n,
     uint16_t* HWY_RESTRICT out) {
@@ -484,12 +489,13 @@ __attribute__((target(HWY_TARGET_STR ",avx512vbmi"))) HWY_NOINLINE void RequantG
   const float inv_sa = inv(p.act.scale);
   const float bound = UnclampedBound(p.act);
   const __m512 inv = _mm512_set1_ps(inv_sa);
-  const __m512 magic = _mm512_set1_ps(12582912.0f);
-  const __m512i bias = _mm512_set1_epi32(p.act.zero_point - 0x4B400000);
-  const __m512i i0 = _mm512_load_si512(kS8PackIndices.v[0]);
-  const __m512i i1 = _mm512_load_si512(kS8PackIndices.v[1]);
-  const __m512i i2 = _mm512_load_si512(kS8PackIndices.v[2]);
-  const __m512i i3 = _mm512_load_si512(kS8PackIndices.v[3]);
+  const __m512 c = _mm512_set1_ps(static_cast<float>(12582912 + (p.act.zero_point & ~1)));
+  const __m512i one = _mm512_set1_epi16(1);
+  const __m512i w0 = _mm512_load_si512(kS8PackIndices.widen[0]);
+  const __m512i w1 = _mm512_load_si512(kS8PackIndices.widen[1]);
+  const __m512i w2 = _mm512_load_si512(kS8PackIndices.widen[2]);
+  const __m512i w3 = _mm512_load_si512(kS8PackIndices.widen[3]);
+  const __m512i narrow = _mm512_load_si512(kS8PackIndices.narrow);
   const ShortRecords records(p, dim);
   // Rows of at most 128 bytes with their scales apart: the lines of a row's
   // first, 64th and last bytes and of its scale, without PrefetchPcqRow's
@@ -531,12 +537,16 @@ __attribute__((target(HWY_TARGET_STR ",avx512vbmi"))) HWY_NOINLINE void RequantG
     for (size_t next = 0; next < dim; next += 64) {
       const size_t j = next + 64 <= dim ? next : dim - 64;
       const __m512i x = _mm512_loadu_si512(row + j);
-      const __m512i a0 = RequantPackLanes(x, i0, s, inv, magic, bias);
-      const __m512i a1 = RequantPackLanes(x, i1, s, inv, magic, bias);
-      const __m512i b0 = RequantPackLanes(x, i2, s, inv, magic, bias);
-      const __m512i b1 = RequantPackLanes(x, i3, s, inv, magic, bias);
-      _mm512_storeu_si512(o + j, _mm512_packus_epi32(a0, a1));
-      _mm512_storeu_si512(o + j + 32, _mm512_packus_epi32(b0, b1));
+      __m512i lo = _mm512_permutex2var_epi8(RequantSumLanes(x, w0, s, inv, c), narrow,
+                                            RequantSumLanes(x, w1, s, inv, c));
+      __m512i hi = _mm512_permutex2var_epi8(RequantSumLanes(x, w2, s, inv, c), narrow,
+                                            RequantSumLanes(x, w3, s, inv, c));
+      if constexpr (kOddZeroPoint) {
+        lo = _mm512_add_epi16(lo, one);
+        hi = _mm512_add_epi16(hi, one);
+      }
+      _mm512_storeu_si512(o + j, lo);
+      _mm512_storeu_si512(o + j + 32, hi);
     }
   }
 }
@@ -563,7 +573,8 @@ HWY_INLINE void RequantGatherS8(const RequantGatherParams& p, const int64_t* ids
   const bool by_table = K == OutKind::kU16 && dim >= kS8TableMinDim && HasVbmi();
   if constexpr (!kLegacy && K == OutKind::kU16) {
     if (dim >= 64 && dim < kS8TableMinDim && HasVbmi()) {
-      RequantGatherS8U16Vbmi(p, consts, ids, n, out);
+      if (p.act.zero_point & 1) RequantGatherS8U16Vbmi<true>(p, consts, ids, n, out);
+      else RequantGatherS8U16Vbmi<false>(p, consts, ids, n, out);
       return;
     }
   }
