@@ -436,10 +436,11 @@ __attribute__((target(HWY_TARGET_STR ",avx512vbmi"))) HWY_NOINLINE void LookupRo
 // product with 1/s_a. Adding C = 1.5 * 2^23 + zp' (zp' = zp rounded down to
 // even) leaves t + C in [2^23, 2^24), where the float spacing is 1, so the
 // addition rounds t to nearest even (C is even: ties go the same way) and the
-// low 16 bits of the sum are zp' + rne(t), in [0, 65535] as the row
-// FitsUnclamped (1.5 * 2^23 is a multiple of 2^16). A two-register byte
-// permute takes those low halves of two vectors in column order; an odd zp
-// adds its last 1 in 16 bits. 64 values cost 4 + 2 permutes and 16 float
+// low 16 bits of the sum are zp' + rne(t) mod 2^16 (1.5 * 2^23 is a multiple
+// of 2^16). A two-register byte permute takes those low halves of two
+// vectors in column order; an odd zp adds its last 1 in 16 bits, which
+// leaves zp + rne(t), in [0, 65535] as the row FitsUnclamped (a -1 before
+// it wraps to 0). 64 values cost 4 + 2 permutes and 16 float
 // operations (2 more additions for an odd zp), where the permute-and-add
 // narrowing takes 28.
 struct S8PackIndices {
