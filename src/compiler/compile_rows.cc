@@ -138,7 +138,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
           std::memset(rec + row_bytes, 0, stride - kInterleavedValuesOffset - row_bytes);
         }
         if (raw != nullptr) {
-          wk->quantize_row_bf16(qk, raw, static_cast<size_t>(dim), s, rec);
+          wk->quantize_own_row_bf16(qk, raw, static_cast<size_t>(dim), s, rec);
         } else {
           quantize_row(row.data(), s, rec);
         }
@@ -187,7 +187,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
       for (int64_t r = begin; r < end; ++r) {
         uint8_t* q = chunk_rows.data() + static_cast<size_t>(r - begin) * row_bytes;
         if (const uint8_t* raw = bf16 ? src.bf16_row(r) : nullptr) {
-          wk->quantize_row_bf16(qk, raw, static_cast<size_t>(dim), scales[static_cast<size_t>(r)], q);
+          wk->quantize_own_row_bf16(qk, raw, static_cast<size_t>(dim), scales[static_cast<size_t>(r)], q);
           continue;
         }
         QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));

@@ -144,7 +144,12 @@ int64_t row_stats_bf16(const uint8_t* bytes, size_t dim, RowStats* stats) {
 // row is stored and reloaded, and no lanes are shuffled. The low bits of
 // t + 1.5 * 2^23 are those of rne(t) (the constant's low 22 bits are 0), so
 // the subtraction is left out. Returns how many columns were done (even).
-template <class DU, class Merge>
+// kOwnScale: the caller promises row_scale == row_scale_from_amax(amax of
+// this finite row, qmax), so the clamp to [-qmax, qmax] never binds and is
+// left out: s >= amax / qmax * (1 - 2^-24) (or s = eps above it), so
+// |w| * inv(s) <= qmax * (1 + 2^-24)^2 / (1 - 2^-24) < qmax + 1/2, which
+// rounds to at most qmax (every scale and inverse here is a normal float).
+template <bool kOwnScale, class DU, class Merge>
 HWY_INLINE size_t QuantizeBf16Pairs(DU du, const uint16_t* HWY_RESTRICT row, size_t dim, float row_scale, int qmax,
                                     const Merge& merge) {
   if constexpr (std::endian::native != std::endian::little) return 0;
@@ -156,8 +161,9 @@ HWY_INLINE size_t QuantizeBf16Pairs(DU du, const uint16_t* HWY_RESTRICT row, siz
   const auto magic = hn::Set(df, 12582912.0f);  // 1.5 * 2^23
   const auto high_half = hn::Set(du, 0xFFFF0000u);
   auto code = [&](hn::Vec<DU> bits) {
-    const auto t = hn::Min(MaxOrLowerIfNaN<decltype(df)>(hn::Mul(hn::BitCast(df, bits), vinv), vlo), vhi);
-    return hn::BitCast(du, hn::Add(t, magic));
+    const auto w = hn::Mul(hn::BitCast(df, bits), vinv);
+    if constexpr (kOwnScale) return hn::BitCast(du, hn::Add(w, magic));
+    return hn::BitCast(du, hn::Add(hn::Min(MaxOrLowerIfNaN<decltype(df)>(w, vlo), vhi), magic));
   };
   size_t j = 0;
   for (; j + 2 * N <= dim; j += 2 * N) {
@@ -170,18 +176,25 @@ HWY_INLINE size_t QuantizeBf16Pairs(DU du, const uint16_t* HWY_RESTRICT row, siz
 void quantize_row_s8(const float* row, size_t dim, float row_scale, int8_t* out) {
   QuantizeToInt8(row, dim, row_scale, 127, out);
 }
-void quantize_row_s8_bf16(const uint8_t* bytes, size_t dim, float row_scale, int8_t* out) {
+template <bool kOwnScale>
+void QuantizeRowS8Bf16(const uint8_t* bytes, size_t dim, float row_scale, int8_t* out) {
   const uint16_t* row = reinterpret_cast<const uint16_t*>(bytes);  // loaded with LoadU only
   const hn::ScalableTag<uint32_t> du;
   const hn::Rebind<uint16_t, decltype(du)> du16;
   const auto low8 = hn::Set(du, 0xFFu);
-  const size_t j = QuantizeBf16Pairs(du, row, dim, row_scale, 127, [&](size_t at, auto even, auto odd) {
+  const size_t j = QuantizeBf16Pairs<kOwnScale>(du, row, dim, row_scale, 127, [&](size_t at, auto even, auto odd) {
     // Little-endian: the uint16 (even & 0xFF) | odd << 8 is the two int8 codes
     // (the truncation drops the odd code's upper bits).
     hn::StoreU(hn::TruncateTo(du16, hn::OrAnd(hn::ShiftLeft<8>(odd), even, low8)), du16,
                reinterpret_cast<uint16_t*>(out + at));
   });
   QuantizeToInt8(row + j, dim - j, row_scale, 127, out + j);
+}
+void quantize_row_s8_bf16(const uint8_t* row, size_t dim, float row_scale, int8_t* out) {
+  QuantizeRowS8Bf16<false>(row, dim, row_scale, out);
+}
+void quantize_row_s8_bf16_own_scale(const uint8_t* row, size_t dim, float row_scale, int8_t* out) {
+  QuantizeRowS8Bf16<true>(row, dim, row_scale, out);
 }
 
 // Quantizes a block of columns into int8 (in L1), then packs pairs: as a
@@ -215,16 +228,23 @@ void QuantizeRowS4(const T* HWY_RESTRICT row, size_t dim, float row_scale, uint8
 void quantize_row_s4(const float* row, size_t dim, float row_scale, uint8_t* out) {
   QuantizeRowS4(row, dim, row_scale, out);
 }
-void quantize_row_s4_bf16(const uint8_t* bytes, size_t dim, float row_scale, uint8_t* out) {
+template <bool kOwnScale>
+void QuantizeRowS4Bf16(const uint8_t* bytes, size_t dim, float row_scale, uint8_t* out) {
   const uint16_t* row = reinterpret_cast<const uint16_t*>(bytes);  // loaded with LoadU only
   const hn::ScalableTag<uint32_t> du;
   const hn::Rebind<uint8_t, decltype(du)> du8;
   const auto low4 = hn::Set(du, 0x0Fu);
-  const size_t j = QuantizeBf16Pairs(du, row, dim, row_scale, 7, [&](size_t at, auto even, auto odd) {
+  const size_t j = QuantizeBf16Pairs<kOwnScale>(du, row, dim, row_scale, 7, [&](size_t at, auto even, auto odd) {
     // The pair's byte, (even & 0x0F) | odd << 4, in the lane's low 8 bits.
     hn::StoreU(hn::TruncateTo(du8, hn::OrAnd(hn::ShiftLeft<4>(odd), even, low4)), du8, out + at / 2);
   });
   QuantizeRowS4(row + j, dim - j, row_scale, out + j / 2);
+}
+void quantize_row_s4_bf16(const uint8_t* row, size_t dim, float row_scale, uint8_t* out) {
+  QuantizeRowS4Bf16<false>(row, dim, row_scale, out);
+}
+void quantize_row_s4_bf16_own_scale(const uint8_t* row, size_t dim, float row_scale, uint8_t* out) {
+  QuantizeRowS4Bf16<true>(row, dim, row_scale, out);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -242,6 +262,8 @@ HWY_EXPORT(quantize_row_s4);
 HWY_EXPORT(row_stats_bf16);
 HWY_EXPORT(quantize_row_s8_bf16);
 HWY_EXPORT(quantize_row_s4_bf16);
+HWY_EXPORT(quantize_row_s8_bf16_own_scale);
+HWY_EXPORT(quantize_row_s4_bf16_own_scale);
 
 namespace {
 
@@ -258,8 +280,11 @@ std::vector<QuantizeKernelSet> build_sets() {
     set.row_stats_bf16 = HWY_DISPATCH_TABLE(row_stats_bf16)[index];
     set.quantize_row_s8_bf16 = HWY_DISPATCH_TABLE(quantize_row_s8_bf16)[index];
     set.quantize_row_s4_bf16 = HWY_DISPATCH_TABLE(quantize_row_s4_bf16)[index];
+    set.quantize_row_s8_bf16_own_scale = HWY_DISPATCH_TABLE(quantize_row_s8_bf16_own_scale)[index];
+    set.quantize_row_s4_bf16_own_scale = HWY_DISPATCH_TABLE(quantize_row_s4_bf16_own_scale)[index];
     if (set.row_stats_f32 && set.quantize_row_s8 && set.quantize_row_s4 && set.row_stats_bf16 &&
-        set.quantize_row_s8_bf16 && set.quantize_row_s4_bf16)
+        set.quantize_row_s8_bf16 && set.quantize_row_s4_bf16 && set.quantize_row_s8_bf16_own_scale &&
+        set.quantize_row_s4_bf16_own_scale)
       sets.push_back(set);
   }
   if (sets.empty()) sets.push_back(reference_quantize_kernels());
@@ -331,6 +356,8 @@ const QuantizeKernelSet& reference_quantize_kernels() {
     s.row_stats_bf16 = reference_row_stats_bf16;
     s.quantize_row_s8_bf16 = reference_quantize_s8_bf16;
     s.quantize_row_s4_bf16 = reference_quantize_s4_bf16;
+    s.quantize_row_s8_bf16_own_scale = reference_quantize_s8_bf16;  // the clamp costs nothing to keep here
+    s.quantize_row_s4_bf16_own_scale = reference_quantize_s4_bf16;
     return s;
   }();
   return set;

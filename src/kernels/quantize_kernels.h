@@ -36,6 +36,10 @@ using QuantizeRowS4Fn = void (*)(const float* row, size_t dim, float row_scale, 
 using RowStatsBf16Fn = int64_t (*)(const uint8_t* row, size_t dim, RowStats* stats);
 using QuantizeRowS8Bf16Fn = void (*)(const uint8_t* row, size_t dim, float row_scale, int8_t* out);
 using QuantizeRowS4Bf16Fn = void (*)(const uint8_t* row, size_t dim, float row_scale, uint8_t* out);
+// The *_own_scale forms give the same bytes for a finite row whose row_scale
+// is row_scale_from_amax(its amax, qmax), as the compiler's are: there the
+// clamp to [-qmax, qmax] cannot bind, and they leave it out. Any other scale
+// is outside their contract.
 struct QuantizeKernelSet {
   const char* isa = "";    // hwy::TargetName, or "REFERENCE"
   int64_t hwy_target = 0;  // 0 for the reference
@@ -45,6 +49,8 @@ struct QuantizeKernelSet {
   RowStatsBf16Fn row_stats_bf16 = nullptr;
   QuantizeRowS8Bf16Fn quantize_row_s8_bf16 = nullptr;
   QuantizeRowS4Bf16Fn quantize_row_s4_bf16 = nullptr;
+  QuantizeRowS8Bf16Fn quantize_row_s8_bf16_own_scale = nullptr;
+  QuantizeRowS4Bf16Fn quantize_row_s4_bf16_own_scale = nullptr;
 };
 
 // weight_row_scale() from a row's amax: max(amax / (float)qmax, eps).

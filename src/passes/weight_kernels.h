@@ -18,6 +18,10 @@ struct WeightKernels {
   void (*quantize_row)(const QuantizeKernelSet& set, const float* row, size_t dim, float scale, uint8_t* out);
   // The same from a row of little-endian BF16 (2 * dim bytes).
   void (*quantize_row_bf16)(const QuantizeKernelSet& set, const uint8_t* row, size_t dim, float scale, uint8_t* out);
+  // The same for a finite row whose scale is row_scale_from_amax of its own
+  // amax (the *_own_scale kernels: no clamp).
+  void (*quantize_own_row_bf16)(const QuantizeKernelSet& set, const uint8_t* row, size_t dim, float scale,
+                                uint8_t* out);
   // The optimized pattern's requantizing gather into uint16.
   RequantGatherU16Fn KernelSet::*requant_gather_u16;
 };

@@ -165,6 +165,50 @@ TEST(QuantizeKernels, Bf16FormsMatchTheFloatFormsOnTheDecodedRow) {
   }
 }
 
+// Rows of random finite BF16 bit patterns over every exponent (subnormals,
+// the largest finite magnitude 0x7F7F, ties once scaled), quantized with
+// their own scale: the forms without the clamp give the clamped forms' bytes.
+TEST(QuantizeKernels, OwnScaleFormsMatchTheClampedFormsOnTheRowsOwnScale) {
+  std::mt19937 rng(7);
+  std::vector<std::vector<uint16_t>> rows;
+  for (size_t dim : kDims) {
+    for (int kind = 0; kind < 6; ++kind) {  // the float test rows, as BF16
+      const Bf16Row r = ToBf16(TestRow(dim, static_cast<uint32_t>(dim * 31 + kind), kind));
+      std::vector<uint16_t> bits(dim);
+      std::memcpy(bits.data(), r.bytes(), 2 * dim);
+      rows.push_back(bits);
+    }
+    for (int top_exponent : {0, 1, 60, 127, 200, 254}) {  // the row's largest exponent
+      std::vector<uint16_t> bits(dim);
+      for (uint16_t& b : bits) {
+        const uint32_t exponent = static_cast<uint32_t>(rng() % (static_cast<uint32_t>(top_exponent) + 1));
+        b = static_cast<uint16_t>((rng() & 0x8000) | (exponent << 7) | (rng() & 0x7F));
+      }
+      bits[rng() % dim] = static_cast<uint16_t>((rng() & 0x8000) | (top_exponent << 7) | 0x7F);  // its amax
+      rows.push_back(bits);
+    }
+  }
+  for (const QuantizeKernelSet& set : AllSets()) {
+    for (const std::vector<uint16_t>& bits : rows) {
+      const size_t dim = bits.size();
+      std::vector<uint8_t> storage(2 * dim + 1);
+      std::memcpy(storage.data() + 1, bits.data(), 2 * dim);  // at an odd address
+      const uint8_t* row = storage.data() + 1;
+      RowStats st;
+      ASSERT_EQ(set.row_stats_bf16(row, dim, &st), -1);
+      const float s8 = row_scale_from_amax(st.amax, 127), s4 = row_scale_from_amax(st.amax, 7);
+      std::vector<int8_t> want8(dim + 8, 0x55), got8(dim + 8, 0x55);
+      set.quantize_row_s8_bf16(row, dim, s8, want8.data());
+      set.quantize_row_s8_bf16_own_scale(row, dim, s8, got8.data());
+      ASSERT_EQ(got8, want8) << set.isa << " dim " << dim << " amax " << st.amax;
+      std::vector<uint8_t> want4((dim + 1) / 2 + 8, 0xAA), got4(want4.size(), 0xAA);
+      set.quantize_row_s4_bf16(row, dim, s4, want4.data());
+      set.quantize_row_s4_bf16_own_scale(row, dim, s4, got4.data());
+      ASSERT_EQ(got4, want4) << set.isa << " dim " << dim << " amax " << st.amax;
+    }
+  }
+}
+
 TEST(QuantizeKernels, RowStatsReportFirstNonFiniteColumn) {
   const float bad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                        -std::numeric_limits<float>::infinity()};
