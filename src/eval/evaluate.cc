@@ -46,10 +46,24 @@ void deployed_row(const PcqTable& t, int64_t r, Pattern pattern, const Activatio
 }
 
 // y of level q in a row (pattern, row scale, activation encoding).
-float deployed_value(const PatternParams& p, int q) {
-  const uint16_t out = p.legacy ? legacy_output(p.row_scale, q, p.max_scale, p.qmax, p.act)
-                                : optimized_output(p.row_scale, q, p.act);
+float deployed_value(const SchemeParams& p, bool legacy, int q) {
+  const uint16_t out = legacy ? legacy_output(p.row_scale, q, p.max_scale, p.qmax, p.act)
+                              : optimized_output(p.row_scale, q, p.act);
   return dequantize_activation(out, p.act);
+}
+
+// Asks for the part `part` of `parts` of a row mapped in place, ahead of its
+// use: a row of 4 KiB is a page of its own, where the hardware's stream
+// prefetch stops. In parts between the work on the current row, as a burst
+// of more lines than the core has fill buffers stalls.
+void prefetch_row(const RowSource& src, int64_t r, int64_t dim, int part, int parts) {
+  const float* x = src.rows_in_place(r, r + 1);
+  if (!x) return;
+  const char* p = reinterpret_cast<const char*>(x);
+  const size_t lines = (static_cast<size_t>(dim) * sizeof(float) + 63) / 64;
+  const size_t first = lines * static_cast<size_t>(part) / static_cast<size_t>(parts);
+  const size_t last = lines * static_cast<size_t>(part + 1) / static_cast<size_t>(parts);
+  for (size_t l = first; l < last; ++l) __builtin_prefetch(p + 64 * l);
 }
 
 Status check_eval_ids(const std::vector<int64_t>& ids, int64_t rows, const char* what) {
@@ -199,6 +213,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
         QEMB_RETURN_IF_ERROR(src.read(r, r + 1, row.data()));
         x = row.data();
       }
+      if (r + 1 < end) prefetch_row(src, r + 1, dim, 0, 1);
       RowStats st;
       const int64_t bad = qk.row_stats_f32(x, static_cast<size_t>(dim), &st);
       if (bad >= 0) {
@@ -327,7 +342,6 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
   error_bins.lo = error_hist.lo;
   error_bins.hi = error_hist.hi;
   error_bins.n = static_cast<int>(error_hist.counts.size());
-  prepare_error_bins(error_bins);
   struct Worker {
     std::vector<Partial> partial;
     std::vector<uint64_t> values;  // value categories: below, the bins, above
@@ -338,7 +352,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
     w.values.assign(value_counts_size(value_bins), 0);
     w.partial.resize(n_results);
     for (size_t k = 0; k < n_results; ++k) {
-      w.partial[k].errors.assign(error_counts_size(error_bins), 0);
+      w.partial[k].errors.assign(kErrorCountsSize, 0);
       w.partial[k].cosines = cos_hist;
       w.partial[k].scales = info[k / 2].scales;
     }
@@ -347,9 +361,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
   QEMB_RETURN_IF_ERROR(parallel_rows(n_rows, chunk, threads, "eval", options.progress,
                                      [&](int worker, int64_t begin, int64_t end) -> Status {
     thread_local std::vector<float> buf;
-    thread_local std::vector<int8_t> q;
     buf.resize(static_cast<size_t>(dim));
-    q.resize(static_cast<size_t>(dim));
     Worker& wk = workers[static_cast<size_t>(worker)];
     const int64_t c = begin / chunk;
     Sums* chunk_sums = &sums[static_cast<size_t>(c) * n_results];
@@ -361,6 +373,9 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
         QEMB_RETURN_IF_ERROR(src.read(r, r + 1, buf.data()));
         x = buf.data();
       }
+      const int64_t next = i + 1 < end ? row_at(i + 1) : -1;
+      const int parts = 1 + 2 * static_cast<int>(n_schemes);
+      if (next >= 0) prefetch_row(src, next, dim, 0, parts);
       RowValues rv;
       mk.row_values(x, static_cast<size_t>(dim), value_bins, &rv, wk.values.data());
       wk.clipped += rv.clipped;
@@ -370,7 +385,16 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
         const SchemeInfo& sch = info[si];
         const float s = row_scale_from_amax(rv.amax, sch.qmax);
         const double log_s = std::log10(static_cast<double>(s));
-        mk.quantize_row(x, static_cast<size_t>(dim), s, sch.qmax, q.data());
+        SchemeParams params;
+        params.row_scale = s;
+        params.max_scale = sch.max_scale;
+        params.qmax = sch.qmax;
+        params.act = report.act;
+        PatternRow pattern_rows[2];
+        uint64_t* pattern_counts[2] = {wk.partial[2 * si].errors.data(), wk.partial[2 * si + 1].errors.data()};
+        if (next >= 0) prefetch_row(src, next, dim, 1 + 2 * static_cast<int>(si), parts);
+        mk.scheme_row(x, static_cast<size_t>(dim), params, pattern_rows, pattern_counts);
+        if (next >= 0) prefetch_row(src, next, dim, 2 + 2 * static_cast<int>(si), parts);
         // The level is nondecreasing in x and y in the level, so the row's
         // extreme values give its extreme outputs.
         const int q_lo = quantize_weight(rv.x_min, s, sch.qmax), q_hi = quantize_weight(rv.x_max, s, sch.qmax);
@@ -378,18 +402,12 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
           const size_t k = 2 * si + static_cast<size_t>(p);
           Partial& a = wk.partial[k];
           Sums& sm = chunk_sums[k];
-          PatternParams params;
-          params.legacy = patterns[p] == Pattern::kLegacy;
-          params.row_scale = s;
-          params.max_scale = sch.max_scale;
-          params.qmax = sch.qmax;
-          params.act = report.act;
-          PatternRow pr;
-          mk.pattern_row(x, q.data(), static_cast<size_t>(dim), params, error_bins, &pr, a.errors.data());
+          const bool legacy = patterns[p] == Pattern::kLegacy;
+          const PatternRow& pr = pattern_rows[p];
           // sum y^2 and sum x y from the error sums (PatternRow); an all-zero
           // y has sum y^2 = 0 exactly.
           const double ne2 = pr.e2, row_max = pr.max_e;
-          const float y_lo = deployed_value(params, q_lo), y_hi = deployed_value(params, q_hi);
+          const float y_lo = deployed_value(params, legacy, q_lo), y_hi = deployed_value(params, legacy, q_hi);
           const double ny2 = y_lo == 0.0f && y_hi == 0.0f ? 0.0 : std::max(0.0, nx2 + pr.ey);
           const double dot = nx2 + 0.5 * (pr.ey - ne2);
           sm.e2 += ne2;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include <algorithm>
+#include <bit>
 
 // The partial sums need a compile-time lane count and arrays of vectors,
 // which SVE's sizeless, length-agnostic vectors do not have: an Arm CPU with
@@ -26,7 +27,7 @@ namespace qemb {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// 512-bit x86 targets look small tables up in a register (pattern_row).
+// 512-bit x86 targets look small tables up in a register (scheme_row).
 #undef QEMB_TABLE_IN_REGISTER
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 #define QEMB_TABLE_IN_REGISTER 1
@@ -97,6 +98,17 @@ HWY_INLINE void count_indices(uint64_t* HWY_RESTRICT counts, const int32_t* begi
   }
   for (; i < end; ++i) ++counts[*i];
 }
+
+// The count indices of 16 columns wait kCountLag steps in a ring before
+// they are counted: by then their stores have left the core (a load right
+// after a vector store waits for it), and the increments run on the load and
+// store ports beside the next steps' vector work.
+constexpr size_t kCountLag = 2, kRing = 4;
+
+// Two int32 indices per 64-bit load: the loads, more than the adds, bound
+// the increments.
+constexpr int kLowHalf = std::endian::native == std::endian::little ? 0 : 32;
+constexpr int kHighHalf = 32 - kLowHalf;
 
 // The smallest float >= v and the largest float <= v: for a float x,
 // x < v iff x < ceil_float(v), and x > v iff x > floor_float(v).
@@ -202,116 +214,153 @@ void row_values(const float* x, size_t dim, const ValueBins& bins, RowValues* ou
   for (; j < dim; ++j) ++counts[(j % kValueCopies) * static_cast<size_t>(stride) + value_category(x[j], bins)];
 }
 
-// y and w of the levels q (int32 lanes) by the numeric.h formulas,
-// the same bits as pattern_tables: y = s_a * (clamp(rne(w / s_a) + zp, 0,
-// 65535) - zp), here as s_a * clamp(rne(w / s_a), -zp, 65535 - zp), which is
-// equal: the integer-valued floats add and subtract exactly below 2^24, and
-// beyond it both clamp to the same end.
-template <bool kLegacy>
-struct Deployed {
-  Deployed(DF df, const PatternParams& p)
+// The numeric.h formulas per value, the same bits as pattern_tables.
+// quantize_weight as QuantizeToInt8 computes it (requant-inl.h): the product
+// clamped to [-qmax, qmax], then t + 1.5 * 2^23, whose bits are those of
+// 1.5 * 2^23 plus rne(t), and less 1.5 * 2^23 as a float, rne(t) itself.
+// y = s_a * (clamp(rne(w / s_a) + zp, 0, 65535) - zp), here as s_a *
+// clamp(rne(w / s_a), -zp, 65535 - zp), which is equal: the integer-valued
+// floats add and subtract exactly below 2^24, and beyond it both clamp to
+// the same end.
+struct Levels {
+  Levels(DF df, const SchemeParams& p)
       : legacy(df, p.max_scale, p.qmax),
+        inv_s(hn::Set(df, inv(p.row_scale))),
         s(hn::Set(df, p.row_scale)),
+        qmax(hn::Set(df, static_cast<float>(p.qmax))),
+        neg_qmax(hn::Set(df, static_cast<float>(-p.qmax))),
+        magic(hn::Set(df, 12582912.0f)),
         scale(hn::Set(df, p.act.scale)),
         inv_scale(hn::Set(df, inv(p.act.scale))),
         low(hn::Set(df, static_cast<float>(-p.act.zero_point))),
         high(hn::Set(df, static_cast<float>(65535 - p.act.zero_point))) {}
-  HWY_INLINE void operator()(hn::Vec<DI> q, hn::Vec<DF>& y, hn::Vec<DF>& w) const {
-    const DF df;
-    w = hn::Mul(s, hn::ConvertTo(df, q));  // s_r * (float)q
-    if (kLegacy) w = LegacyRequantized(df, w, legacy);
-    const auto r = RoundHalfEven(df, hn::Mul(w, inv_scale));
-    y = hn::Mul(scale, hn::Min(MaxOrLowerIfNaN<DF>(r, low), high));
+  // rne(t) + 1.5 * 2^23 for the clamped t = x * inv(s_r).
+  HWY_INLINE hn::Vec<DF> Biased(hn::Vec<DF> x) const {
+    return hn::Add(hn::Min(MaxOrLowerIfNaN<DF>(hn::Mul(x, inv_s), neg_qmax), qmax), magic);
+  }
+  // s_r * (float)q
+  HWY_INLINE hn::Vec<DF> Dequantized(hn::Vec<DF> biased) const { return hn::Mul(s, hn::Sub(biased, magic)); }
+  HWY_INLINE hn::Vec<DF> Output(hn::Vec<DF> w) const {
+    const auto r = RoundHalfEven(DF(), hn::Mul(w, inv_scale));
+    return hn::Mul(scale, hn::Min(MaxOrLowerIfNaN<DF>(r, low), high));
   }
   LegacyVec<DF> legacy;
-  hn::Vec<DF> s, scale, inv_scale, low, high;
+  hn::Vec<DF> inv_s, s, qmax, neg_qmax, magic, scale, inv_scale, low, high;
 };
 
-// kInRegister: 512-bit x86 looks y and w of a 4-bit row up in a register
-// (15 levels, one permutation each); elsewhere they are computed per value.
-template <bool kLegacy, bool kInRegister>
-HWY_INLINE void pattern_loop(const float* x, const int8_t* q, size_t dim, const PatternParams& p,
-                             const ErrorBins& bins, PatternRow* out, uint64_t* HWY_RESTRICT counts) {
+// Error counts per 16 columns: ++counts[index] in the column's copy, the
+// copies' bases in registers.
+struct ErrorCounter {
+  explicit ErrorCounter(uint64_t* counts) : c(counts) {}
+  HWY_INLINE void count(const int32_t* HWY_RESTRICT i) const {
+    static_assert(kErrorCopies == 4 && kRowPartials == 16, "one copy per column mod 4, 16 columns");
+    // The copies lie at fixed offsets from one base register.
+    uint64_t v[8];
+    std::memcpy(v, i, sizeof v);
+    for (size_t k = 0; k < 8; k += 2) {
+      ++c[static_cast<uint32_t>(v[k] >> kLowHalf)];
+      ++c[kErrorCountStride + static_cast<uint32_t>(v[k] >> kHighHalf)];
+      ++c[2 * kErrorCountStride + static_cast<uint32_t>(v[k + 1] >> kLowHalf)];
+      ++c[3 * kErrorCountStride + static_cast<uint32_t>(v[k + 1] >> kHighHalf)];
+    }
+  }
+  uint64_t* HWY_RESTRICT c;
+};
+
+// The count index of |e| = a: its slot (its bits shifted), kErrorSlots for 0.
+HWY_INLINE hn::Vec<DI> ErrorIndex(hn::Vec<DF> a) {
   const DF df;
   const DI di;
-  const D8 d8;
-  constexpr int kSums = 7;  // e2, abs_e, we2, abs_we, ae2, abs_ae, ey
-  hn::Vec<DF> acc[kSums][kGroups];
-  for (int k = 0; k < kSums; ++k)
-    for (size_t g = 0; g < kGroups; ++g) acc[k][g] = hn::Zero(df);
-  auto max_e = hn::Zero(df), max_we = hn::Zero(df), max_ae = hn::Zero(df);
-  const Deployed<kLegacy> deployed(df, p);
-  HWY_ALIGN float y_tab[kPatternTableSize], w_tab[kPatternTableSize];
 #if QEMB_TABLE_IN_REGISTER
-  const auto offset = hn::Set(di, p.qmax);  // q + qmax indexes the level tables
-  const hn::Full512<float> d16;
-  hn::Vec<decltype(d16)> y16 = hn::Zero(d16), w16 = hn::Zero(d16);
-  if (kInRegister) {
-    pattern_tables(kLegacy, p.row_scale, p.max_scale, p.qmax, p.act, y_tab, w_tab);
-    y16 = hn::LoadU(d16, y_tab);
-    w16 = hn::LoadU(d16, w_tab);
-  }
-#endif
-  // The count index: the slot of |e| (its bits shifted) clamped to the kept
-  // slots, less slot_base - 1, in the column's copy of the counts; the
-  // copy's 0 for an exact zero.
-  const int32_t stride = bins.slot_span + 1;
-  const auto slot_lo = hn::Set(di, bins.slot_base), slot_hi = hn::Set(di, bins.slot_base + bins.slot_span - 1);
-  const auto copy = hn::Mul(hn::And(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(kErrorCopies - 1))),
-                            hn::Set(di, stride));
-  const auto rebase = hn::Sub(hn::Set(di, bins.slot_base - 1), copy);
-  HWY_ALIGN int32_t index[kBlock];
-
-  size_t j = 0;
-  while (j + kRowPartials <= dim) {
-    const size_t block_end = j + std::min(kBlock, (dim - j) / kRowPartials * kRowPartials);
-    int32_t* at = index;
-    for (; j < block_end; j += kRowPartials) {
-     for (size_t g = 0; g < kGroups; ++g, at += kLanes) {
-      const size_t col = j + g * kLanes;
-      const auto xv = hn::LoadU(df, x + col);
-      const auto qv = hn::PromoteTo(di, hn::LoadU(d8, q + col));
-      hn::Vec<DF> yv, wv;
-#if QEMB_TABLE_IN_REGISTER
-      if (kInRegister) {
-        const auto ind = hn::IndicesFromVec(d16, hn::Add(qv, offset));  // DF is 512-bit here
-        yv = hn::TableLookupLanes(y16, ind);
-        wv = hn::TableLookupLanes(w16, ind);
-      } else {
-        deployed(qv, yv, wv);
-      }
+  // vfixupimmps turns +0 (token 2) into -0 (response 7), whose bits shifted
+  // are kErrorSlots, and keeps every other value: one instruction for the
+  // compare and the select.
+  const auto zero_to_neg_zero = hn::Set(di, 0x700);
+  a = hn::Vec<DF>{_mm512_fixupimm_ps(a.raw, a.raw, zero_to_neg_zero.raw, 0)};
+  return hn::BitCast(di, hn::ShiftRight<kErrorSlotShift>(hn::BitCast(DU(), a)));
 #else
-      deployed(qv, yv, wv);
+  const auto slot = hn::BitCast(di, hn::ShiftRight<kErrorSlotShift>(hn::BitCast(DU(), a)));
+  return hn::IfThenElse(hn::RebindMask(di, hn::Eq(a, hn::Zero(df))), hn::Set(di, kErrorSlots), slot);
 #endif
-      const auto e = hn::Sub(yv, xv), we = hn::Sub(wv, xv), ae = hn::Sub(yv, wv);
-      const auto a = hn::Abs(e), awe = hn::Abs(we), aae = hn::Abs(ae);
-      acc[0][g] = hn::Add(acc[0][g], hn::Mul(e, e));
-      acc[1][g] = hn::Add(acc[1][g], a);
-      acc[2][g] = hn::Add(acc[2][g], hn::Mul(we, we));
-      acc[3][g] = hn::Add(acc[3][g], awe);
-      acc[4][g] = hn::Add(acc[4][g], hn::Mul(ae, ae));
-      acc[5][g] = hn::Add(acc[5][g], aae);
-      acc[6][g] = hn::Add(acc[6][g], hn::Mul(e, hn::Add(xv, yv)));
-      max_e = hn::Max(max_e, a);
-      max_we = hn::Max(max_we, awe);
-      max_ae = hn::Max(max_ae, aae);
-      const auto slot = hn::BitCast(di, hn::ShiftRight<kErrorSlotShift>(hn::BitCast(DU(), a)));
-      const auto i = hn::Sub(hn::Min(hn::Max(slot, slot_lo), slot_hi), rebase);
-      hn::Store(hn::IfThenElse(hn::RebindMask(di, hn::Eq(a, hn::Zero(df))), copy, i), di, at);
-     }
-    }
-    count_indices(counts, index, at);
+}
+
+#if QEMB_TABLE_IN_REGISTER
+// add_partials of 8 rows of 16 partials at once (v[k] holds row k's partial
+// i in lane i): the same double additions in the same tree, two lanes at a
+// time: pairs of lanes, then pairs of pairs (two rows per vector), then
+// quarters (four rows), then halves (all eight).
+HWY_INLINE hn::Vec512<double> PairSums(hn::Vec512<double> hi, hn::Vec512<double> lo) {
+  const hn::Full512<double> dd;
+  return hn::Add(hn::ConcatEven(dd, hi, lo), hn::ConcatOdd(dd, hi, lo));
+}
+HWY_INLINE void AddPartials8(const hn::Vec<DF>* v, double* out) {
+  const hn::Full512<double> dd;
+  const hn::Full256<float> dh;
+  hn::Vec512<double> pairs[8], quads[4], eights[2];
+  for (int k = 0; k < 8; ++k)  // p2m + p2m+1, m = 0 .. 7
+    pairs[k] = PairSums(hn::PromoteTo(dd, hn::UpperHalf(dh, v[k])), hn::PromoteTo(dd, hn::LowerHalf(dh, v[k])));
+  for (int k = 0; k < 4; ++k) quads[k] = PairSums(pairs[2 * k + 1], pairs[2 * k]);  // 4 lanes a row
+  for (int k = 0; k < 2; ++k) eights[k] = PairSums(quads[2 * k + 1], quads[2 * k]);  // 2 lanes a row
+  hn::Store(PairSums(eights[1], eights[0]), dd, out);
+}
+#endif
+
+// One pattern's sums, maxima and error indices over a row.
+struct PatternAcc {
+  static constexpr int kSums = 7;  // e2, abs_e, we2, abs_we, ae2, abs_ae, ey
+  PatternAcc() {
+    for (int k = 0; k < kSums; ++k)
+      for (size_t g = 0; g < kGroups; ++g) acc[k][g] = hn::Zero(DF());
+    max_e = max_we = max_ae = hn::Zero(DF());
   }
-  Partials sums[kSums];
-  for (int k = 0; k < kSums; ++k) sums[k].store(acc[k]);
-  const bool vectors = dim >= kRowPartials;
-  float me = vectors ? hn::GetLane(hn::MaxOfLanes(df, max_e)) : 0.0f;
-  float mwe = vectors ? hn::GetLane(hn::MaxOfLanes(df, max_we)) : 0.0f;
-  float mae = vectors ? hn::GetLane(hn::MaxOfLanes(df, max_ae)) : 0.0f;
-  if (j < dim) {
-    pattern_tables(kLegacy, p.row_scale, p.max_scale, p.qmax, p.act, y_tab, w_tab);
-    for (; j < dim; ++j) {
-      const int k = q[j] + p.qmax;
+  HWY_INLINE void Add(size_t g, hn::Vec<DF> xv, hn::Vec<DF> yv, hn::Vec<DF> wv, int32_t* at) {
+    const auto e = hn::Sub(yv, xv), we = hn::Sub(wv, xv), ae = hn::Sub(yv, wv);
+    const auto a = hn::Abs(e), awe = hn::Abs(we), aae = hn::Abs(ae);
+    acc[0][g] = hn::Add(acc[0][g], hn::Mul(e, e));
+    acc[1][g] = hn::Add(acc[1][g], a);
+    acc[2][g] = hn::Add(acc[2][g], hn::Mul(we, we));
+    acc[3][g] = hn::Add(acc[3][g], awe);
+    acc[4][g] = hn::Add(acc[4][g], hn::Mul(ae, ae));
+    acc[5][g] = hn::Add(acc[5][g], aae);
+    acc[6][g] = hn::Add(acc[6][g], hn::Mul(e, hn::Add(xv, yv)));
+    max_e = hn::Max(max_e, a);
+    max_we = hn::Max(max_we, awe);
+    max_ae = hn::Max(max_ae, aae);
+    hn::Store(ErrorIndex(a), DI(), at);
+  }
+  // The row's sums and maxima, with the columns [j, dim) added from the
+  // level tables (pattern_tables) one by one.
+  void Finish(const float* x, const int8_t* q_tail, size_t j, size_t dim, int qmax, const float* y_tab,
+              const float* w_tab, uint64_t* counts, PatternRow* out) const {
+    const bool vectors = j > 0;
+    float me = vectors ? hn::GetLane(hn::MaxOfLanes(DF(), max_e)) : 0.0f;
+    float mwe = vectors ? hn::GetLane(hn::MaxOfLanes(DF(), max_we)) : 0.0f;
+    float mae = vectors ? hn::GetLane(hn::MaxOfLanes(DF(), max_ae)) : 0.0f;
+#if QEMB_TABLE_IN_REGISTER
+    if (j == dim) {
+      // No tail: the partials are the lanes, added in double vectors.
+      const hn::Vec<DF> v[8] = {acc[0][0], acc[1][0], acc[2][0], acc[3][0],
+                                acc[4][0], acc[5][0], acc[6][0], hn::Zero(DF())};
+      HWY_ALIGN double total[8];
+      AddPartials8(v, total);
+      out->e2 = total[0];
+      out->abs_e = total[1];
+      out->we2 = total[2];
+      out->abs_we = total[3];
+      out->ae2 = total[4];
+      out->abs_ae = total[5];
+      out->ey = total[6];
+      out->max_e = me;
+      out->max_we = mwe;
+      out->max_ae = mae;
+      return;
+    }
+#endif
+    const int8_t* q = q_tail;
+    Partials sums[kSums];
+    for (int k = 0; k < kSums; ++k) sums[k].store(acc[k]);
+    for (; j < dim; ++j, ++q) {
+      const int k = *q + qmax;
       const float xv = x[j], yv = y_tab[k], wv = w_tab[k];
       const float e = yv - xv, we = wv - xv, ae = yv - wv;
       const size_t c = j % kRowPartials;
@@ -325,35 +374,96 @@ HWY_INLINE void pattern_loop(const float* x, const int8_t* q, size_t dim, const 
       me = std::max(me, std::fabs(e));
       mwe = std::max(mwe, std::fabs(we));
       mae = std::max(mae, std::fabs(ae));
-      ++counts[(c % kErrorCopies) * static_cast<size_t>(stride) + error_count_index(std::fabs(e), bins)];
+      ++counts[(c % kErrorCopies) * kErrorCountStride + error_count_index(std::fabs(e))];
     }
+    out->e2 = add_partials(sums[0].p);
+    out->abs_e = add_partials(sums[1].p);
+    out->we2 = add_partials(sums[2].p);
+    out->abs_we = add_partials(sums[3].p);
+    out->ae2 = add_partials(sums[4].p);
+    out->abs_ae = add_partials(sums[5].p);
+    out->ey = add_partials(sums[6].p);
+    out->max_e = me;
+    out->max_we = mwe;
+    out->max_ae = mae;
   }
-  out->e2 = add_partials(sums[0].p);
-  out->abs_e = add_partials(sums[1].p);
-  out->we2 = add_partials(sums[2].p);
-  out->abs_we = add_partials(sums[3].p);
-  out->ae2 = add_partials(sums[4].p);
-  out->abs_ae = add_partials(sums[5].p);
-  out->ey = add_partials(sums[6].p);
-  out->max_e = me;
-  out->max_we = mwe;
-  out->max_ae = mae;
-}
+  hn::Vec<DF> acc[kSums][kGroups];
+  hn::Vec<DF> max_e, max_we, max_ae;
+};
 
-void pattern_row(const float* x, const int8_t* q, size_t dim, const PatternParams& p, const ErrorBins& bins,
-                 PatternRow* out, uint64_t* counts) {
+
+// kInRegister: 512-bit x86 looks y and w of a 4-bit row up in a register
+// (15 levels, one permutation each, indexed by q mod 16); elsewhere they are
+// computed per value.
+template <bool kInRegister>
+HWY_INLINE void scheme_loop(const float* x, size_t dim, const SchemeParams& p, PatternRow* out,
+                            uint64_t* const* counts) {
+  const DF df;
+  const Levels lv(df, p);
+  PatternAcc opt, leg;
+  HWY_ALIGN float y_tab[2][kPatternTableSize], w_tab[2][kPatternTableSize];
 #if QEMB_TABLE_IN_REGISTER
-  if (2 * p.qmax + 1 <= 16) {
-    if (p.legacy) return pattern_loop<true, true>(x, q, dim, p, bins, out, counts);
-    return pattern_loop<false, true>(x, q, dim, p, bins, out, counts);
+  const hn::Full512<float> d16;
+  const hn::RebindToSigned<decltype(d16)> d16i;
+  hn::Vec<decltype(d16)> y16[2], w16[2];
+  if (kInRegister) {
+    // Lane i holds level q = ((i + 8) mod 16) - 8, i.e. q mod 16 = i (lane 8,
+    // q = -8, is never looked up).
+    const auto lane = hn::Iota(d16i, 0);
+    const auto q = hn::Sub(hn::And(hn::Add(lane, hn::Set(d16i, 8)), hn::Set(d16i, 15)), hn::Set(d16i, 8));
+    w16[0] = hn::Mul(lv.s, hn::ConvertTo(d16, q));  // s_r * (float)q
+    y16[0] = lv.Output(w16[0]);
+    w16[1] = LegacyRequantized(d16, w16[0], lv.legacy);
+    y16[1] = lv.Output(w16[1]);
   }
 #endif
-  if (p.legacy) return pattern_loop<true, false>(x, q, dim, p, bins, out, counts);
-  pattern_loop<false, false>(x, q, dim, p, bins, out, counts);
+  const ErrorCounter count_opt(counts[0]), count_leg(counts[1]);
+  HWY_ALIGN int32_t ring[kRing][2][kRowPartials];
+
+  size_t j = 0, step = 0;
+  for (; j + kRowPartials <= dim; j += kRowPartials, ++step) {
+    int32_t(*at)[kRowPartials] = ring[step % kRing];
+    for (size_t g = 0; g < kGroups; ++g) {
+      const auto xv = hn::LoadU(df, x + j + g * kLanes);
+      const auto biased = lv.Biased(xv);
+#if QEMB_TABLE_IN_REGISTER
+      if (kInRegister) {
+        // The low 4 bits of the biased level's bits are q mod 16; a 16-lane
+        // permutation reads only those.
+        const hn::Indices512<float> ind{hn::BitCast(DI(), biased).raw};
+        opt.Add(g, xv, hn::TableLookupLanes(y16[0], ind), hn::TableLookupLanes(w16[0], ind), at[0] + g * kLanes);
+        leg.Add(g, xv, hn::TableLookupLanes(y16[1], ind), hn::TableLookupLanes(w16[1], ind), at[1] + g * kLanes);
+        continue;
+      }
+#endif
+      const auto w = lv.Dequantized(biased);
+      opt.Add(g, xv, lv.Output(w), w, at[0] + g * kLanes);
+      const auto wl = LegacyRequantized(df, w, lv.legacy);
+      leg.Add(g, xv, lv.Output(wl), wl, at[1] + g * kLanes);
+    }
+    if (step >= kCountLag) {
+      count_opt.count(ring[(step - kCountLag) % kRing][0]);
+      count_leg.count(ring[(step - kCountLag) % kRing][1]);
+    }
+  }
+  for (size_t s = step > kCountLag ? step - kCountLag : 0; s < step; ++s) {
+    count_opt.count(ring[s % kRing][0]);
+    count_leg.count(ring[s % kRing][1]);
+  }
+  // The last dim % 16 columns, one by one.
+  HWY_ALIGN int8_t q_tail[kRowPartials];
+  for (size_t k = j; k < dim; ++k) q_tail[k - j] = quantize_weight(x[k], p.row_scale, p.qmax);
+  if (j < dim)
+    for (int l = 0; l < 2; ++l) pattern_tables(l == 1, p.row_scale, p.max_scale, p.qmax, p.act, y_tab[l], w_tab[l]);
+  opt.Finish(x, q_tail, j, dim, p.qmax, y_tab[0], w_tab[0], counts[0], &out[0]);
+  leg.Finish(x, q_tail, j, dim, p.qmax, y_tab[1], w_tab[1], counts[1], &out[1]);
 }
 
-void quantize_row(const float* x, size_t dim, float row_scale, int qmax, int8_t* out) {
-  QuantizeToInt8(x, dim, row_scale, qmax, out);
+void scheme_row(const float* x, size_t dim, const SchemeParams& p, PatternRow* out, uint64_t* const* counts) {
+#if QEMB_TABLE_IN_REGISTER
+  if (2 * p.qmax + 1 <= 15) return scheme_loop<true>(x, dim, p, out, counts);
+#endif
+  scheme_loop<false>(x, dim, p, out, counts);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -366,9 +476,8 @@ HWY_AFTER_NAMESPACE();
 namespace qemb {
 
 HWY_EXPORT(row_values);
-HWY_EXPORT(pattern_row);
+HWY_EXPORT(scheme_row);
 HWY_EXPORT(pattern_tables);
-HWY_EXPORT(quantize_row);
 
 namespace {
 
@@ -379,10 +488,9 @@ std::vector<MetricKernelSet> build_sets() {
     MetricKernelSet set;
     set.isa = hwy::TargetName(target);
     set.row_values = HWY_DISPATCH_TABLE(row_values)[index];
-    set.pattern_row = HWY_DISPATCH_TABLE(pattern_row)[index];
+    set.scheme_row = HWY_DISPATCH_TABLE(scheme_row)[index];
     set.pattern_tables = HWY_DISPATCH_TABLE(pattern_tables)[index];
-    set.quantize_row = HWY_DISPATCH_TABLE(quantize_row)[index];
-    if (set.row_values && set.pattern_row && set.pattern_tables && set.quantize_row) sets.push_back(set);
+    if (set.row_values && set.scheme_row && set.pattern_tables) sets.push_back(set);
   }
   return sets;
 }
@@ -394,31 +502,19 @@ const std::vector<MetricKernelSet>& sets() {
 
 }  // namespace
 
-void prepare_error_bins(ErrorBins& bins) {
-  bins.n = std::max(1, bins.n);
-  // Binades from one wholly below 10^lo to one starting above 10^hi, within
-  // the floats' exponents (biased 0, subnormals, to 255, infinity).
-  constexpr double kLog2Of10 = 3.32192809488736234787;
-  const double e0 = std::clamp(std::floor(bins.lo * kLog2Of10) - 2.0, -127.0, 127.0);
-  const double e1 = std::clamp(std::ceil(bins.hi * kLog2Of10) + 1.0, e0 + 1.0, 128.0);
-  bins.slot_base = static_cast<int32_t>(e0 + 127.0) << kErrorMantissaBits;
-  bins.slot_span = (static_cast<int32_t>(e1 + 127.0) << kErrorMantissaBits) - bins.slot_base + 1;
-}
-
 void error_categories(const ErrorBins& bins, const uint64_t* counts, uint64_t* categories) {
-  const size_t stride = static_cast<size_t>(bins.slot_span) + 1;
-  for (size_t i = 0; i < stride; ++i) {
+  for (size_t i = 0; i < kErrorCountStride; ++i) {
     uint64_t total = 0;
-    for (size_t copy = 0; copy < kErrorCopies; ++copy) total += counts[copy * stride + i];
+    for (size_t copy = 0; copy < kErrorCopies; ++copy) total += counts[copy * kErrorCountStride + i];
     if (total == 0) continue;
-    int category = bins.n + 2;
-    if (i > 0) {
-      const uint32_t slot_bits = static_cast<uint32_t>(bins.slot_base + static_cast<int32_t>(i) - 1)
-                                 << kErrorSlotShift;
+    int category = bins.n + 2;  // e == 0
+    if (i < static_cast<size_t>(kErrorSlots)) {
+      const uint32_t slot_bits = static_cast<uint32_t>(i) << kErrorSlotShift;
       float v;
       std::memcpy(&v, &slot_bits, sizeof v);
-      // The first kept slot also counts every value below it: below lo.
-      category = i == 1 || v == 0.0f ? 0 : exact_error_category(v, bins);
+      // Slot 0 holds the subnormals below its next slot: below any lo a
+      // float bin can have. Infinity and NaN slots are above.
+      category = v == 0.0f ? 0 : !std::isfinite(v) ? bins.n + 1 : exact_error_category(v, bins);
     }
     categories[category] += total;
   }

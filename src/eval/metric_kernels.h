@@ -77,29 +77,26 @@ inline float error_slot_value(float a) {
 
 struct ErrorBins {
   double lo = 0, hi = 1;
-  int n = 1;
-  // Set by prepare_error_bins: the slots kept, [slot_base, slot_base +
-  // slot_span) in units of the bits of |e| shifted right by kErrorSlotShift;
-  // slots below hold values below lo, those above values at or above hi, and
-  // are counted with the first and the last one.
-  int32_t slot_base = 0, slot_span = 1;
+  int n = 1;  // at least 1
 };
-// Fills slot_base and slot_span from lo, hi and n.
-void prepare_error_bins(ErrorBins& bins);
 
-// Error counts: kErrorCopies copies of slot_span + 1 entries (0: e == 0, then
-// the slots), which error_categories adds up; column j counts in copy j %
-// kErrorCopies, so runs of equal slots do not wait on one counter's store.
+// Error counts: kErrorCopies copies of kErrorCountStride entries, one per
+// slot of a non-negative float (its bits shifted right by kErrorSlotShift:
+// 0 .. kErrorSlots - 1) and kErrorSlots for e == 0, which error_categories
+// adds up; column j counts in copy j % kErrorCopies, so runs of equal slots
+// do not wait on one counter's store. Every slot has its counter, so the
+// kernels bin a value with one shift and no clamp.
 inline constexpr size_t kErrorCopies = 4;
-inline size_t error_counts_size(const ErrorBins& b) { return kErrorCopies * static_cast<size_t>(b.slot_span + 1); }
+inline constexpr int32_t kErrorSlots = int32_t{1} << (31 - kErrorSlotShift);
+inline constexpr size_t kErrorCountStride = static_cast<size_t>(kErrorSlots) + 1;
+inline constexpr size_t kErrorCountsSize = kErrorCopies * kErrorCountStride;
 
-// The count index of |e| = a: 0 for 0, else 1 + its slot's place.
-inline size_t error_count_index(float a, const ErrorBins& b) {
-  if (a == 0.0f) return 0;
+// The count index of |e| = a: its slot, kErrorSlots for 0.
+inline size_t error_count_index(float a) {
+  if (a == 0.0f) return static_cast<size_t>(kErrorSlots);
   uint32_t bits;
   std::memcpy(&bits, &a, sizeof bits);
-  const int32_t slot = static_cast<int32_t>(bits >> kErrorSlotShift) - b.slot_base;
-  return static_cast<size_t>(std::clamp<int32_t>(slot, 0, b.slot_span - 1)) + 1;
+  return bits >> kErrorSlotShift;
 }
 
 // One row of one pattern, in float (see above): e = y - x, we = w - x,
@@ -111,21 +108,22 @@ struct PatternRow {
   float max_e = 0, max_we = 0, max_ae = 0;
 };
 
-// What a row's y and w are made of: the pattern, the row scale, the
-// largest row scale (legacy), qmax and the activation encoding.
-struct PatternParams {
-  bool legacy = false;
+// What a row's y and w are made of: the row scale, the largest row scale
+// (legacy), qmax and the activation encoding.
+struct SchemeParams {
   float row_scale = 0, max_scale = 0;
   int qmax = 7;
   ActivationEncoding act;
 };
 
-// Fills `out` for the float row x and its weights q (in [-qmax, qmax]), whose
-// y and w the kernel computes by the numeric.h formulas, and adds one to
-// counts[(j % kErrorCopies) * (slot_span + 1) + error_count_index(|e_j|)]
-// for each column j (bins prepared by prepare_error_bins).
-using PatternRowFn = void (*)(const float* x, const int8_t* q, size_t dim, const PatternParams& p,
-                              const ErrorBins& bins, PatternRow* out, uint64_t* counts);
+// Both patterns of one scheme for the float row x: each value's level q =
+// quantize_weight(x, row_scale, qmax), then y and w of q by the numeric.h
+// formulas for the optimized pattern into out[0] and for the legacy one into
+// out[1], adding one to counts[p][(j % kErrorCopies) * kErrorCountStride +
+// error_count_index(|e_j|)] for each column j of pattern p. One pass over
+// the row serves both patterns.
+using SchemeRowFn = void (*)(const float* x, size_t dim, const SchemeParams& p, PatternRow* out,
+                             uint64_t* const* counts);
 
 // y and w of a pattern for q = -qmax .. qmax at index q + qmax, exactly the
 // numeric.h formulas; y and w hold kPatternTableSize floats.
@@ -133,15 +131,11 @@ inline constexpr size_t kPatternTableSize = 256 + 64;
 using PatternTablesFn = void (*)(bool legacy, float row_scale, float max_scale, int qmax,
                                  const ActivationEncoding& act, float* y, float* w);
 
-// out[j] = quantize_weight(x[j], row_scale, qmax), one int8 per value.
-using QuantizeRowFn = void (*)(const float* x, size_t dim, float row_scale, int qmax, int8_t* out);
-
 struct MetricKernelSet {
   const char* isa = "";
   RowValuesFn row_values = nullptr;
-  PatternRowFn pattern_row = nullptr;
+  SchemeRowFn scheme_row = nullptr;
   PatternTablesFn pattern_tables = nullptr;
-  QuantizeRowFn quantize_row = nullptr;
 };
 
 const MetricKernelSet& best_metric_kernels();

@@ -82,9 +82,24 @@ TEST(MetricKernels, EverySetMatchesTheScalarDefinitionBitForBit) {
         const float s = row_scale_from_amax(amax, qmax);
         const float max_scale = s * 40.0f;  // small rows lose levels in the legacy pattern
         std::vector<int8_t> q(dim);
-        k.quantize_row(x.data(), dim, s, qmax, q.data());
-        for (size_t j = 0; j < dim; ++j) ASSERT_EQ(q[j], quantize_weight(x[j], s, qmax)) << j;
+        for (size_t j = 0; j < dim; ++j) q[j] = quantize_weight(x[j], s, qmax);
+        SchemeParams params;
+        params.row_scale = s;
+        params.max_scale = max_scale;
+        params.qmax = qmax;
+        params.act = act;
+        ErrorBins bins;
+        bins.lo = -9.0;
+        bins.hi = -1.0;
+        bins.n = 64;
+        std::vector<uint64_t> counts[2] = {std::vector<uint64_t>(kErrorCountsSize, 0),
+                                           std::vector<uint64_t>(kErrorCountsSize, 0)};
+        uint64_t* count_ptrs[2] = {counts[0].data(), counts[1].data()};
+        PatternRow got[2];
+        k.scheme_row(x.data(), dim, params, got, count_ptrs);
         for (bool legacy : {false, true}) {
+          SCOPED_TRACE(legacy ? "legacy" : "optimized");
+          // The level tables: the kernel's and the numeric.h functions'.
           std::vector<float> y(kPatternTableSize), w(kPatternTableSize);
           k.pattern_tables(legacy, s, max_scale, qmax, act, y.data(), w.data());
           for (int v = -qmax; v <= qmax; ++v) {
@@ -95,33 +110,20 @@ TEST(MetricKernels, EverySetMatchesTheScalarDefinitionBitForBit) {
                                     : s * static_cast<float>(v);
             ASSERT_EQ(static_cast<double>(w[i]), static_cast<double>(wv)) << v;  // -0 and +0 alike
           }
-          ErrorBins bins;
-          bins.lo = -9.0;
-          bins.hi = -1.0;
-          bins.n = 64;
-          prepare_error_bins(bins);
-          std::vector<uint64_t> counts(error_counts_size(bins), 0);
-          PatternParams params;
-          params.legacy = legacy;
-          params.row_scale = s;
-          params.max_scale = max_scale;
-          params.qmax = qmax;
-          params.act = act;
-          PatternRow got;
-          k.pattern_row(x.data(), q.data(), dim, params, bins, &got, counts.data());
+          const PatternRow& g = got[legacy ? 1 : 0];
           const Reference want = reference_pattern_row(x, q, qmax, y.data(), w.data(), bins);
-          EXPECT_EQ(got.e2, want.row.e2);
-          EXPECT_EQ(got.abs_e, want.row.abs_e);
-          EXPECT_EQ(got.we2, want.row.we2);
-          EXPECT_EQ(got.abs_we, want.row.abs_we);
-          EXPECT_EQ(got.ae2, want.row.ae2);
-          EXPECT_EQ(got.abs_ae, want.row.abs_ae);
-          EXPECT_EQ(got.ey, want.row.ey);
-          EXPECT_EQ(got.max_e, want.row.max_e);
-          EXPECT_EQ(got.max_we, want.row.max_we);
-          EXPECT_EQ(got.max_ae, want.row.max_ae);
+          EXPECT_EQ(g.e2, want.row.e2);
+          EXPECT_EQ(g.abs_e, want.row.abs_e);
+          EXPECT_EQ(g.we2, want.row.we2);
+          EXPECT_EQ(g.abs_we, want.row.abs_we);
+          EXPECT_EQ(g.ae2, want.row.ae2);
+          EXPECT_EQ(g.abs_ae, want.row.abs_ae);
+          EXPECT_EQ(g.ey, want.row.ey);
+          EXPECT_EQ(g.max_e, want.row.max_e);
+          EXPECT_EQ(g.max_we, want.row.max_we);
+          EXPECT_EQ(g.max_ae, want.row.max_ae);
           std::vector<uint64_t> cats(static_cast<size_t>(bins.n) + 3, 0);
-          error_categories(bins, counts.data(), cats.data());
+          error_categories(bins, counts[legacy ? 1 : 0].data(), cats.data());
           EXPECT_EQ(cats, want.categories);
         }
       }
@@ -130,7 +132,9 @@ TEST(MetricKernels, EverySetMatchesTheScalarDefinitionBitForBit) {
 }
 
 // A value's error bin is that of its slot value (|e| with the mantissa cut to
-// kErrorMantissaBits bits) as std::log10 puts it: checked for every set at the
+// kErrorMantissaBits bits) as std::log10 puts it: every set counts each value
+// at its count index (error_count_index, in the column's copy) and
+// error_categories turns that index into the slot value's bin, checked at the
 // slot values next to each bin edge and just below them, at values over the
 // whole float range, and for coarse, fine and out-of-range bins.
 TEST(MetricKernels, ErrorBinsAreThoseOfTheSlotValues) {
@@ -148,62 +152,84 @@ TEST(MetricKernels, ErrorBinsAreThoseOfTheSlotValues) {
     std::memcpy(&v, &b, sizeof b);
     return v;
   };
-  for (const MetricKernelSet& k : all_metric_kernel_sets()) {
-    for (const Config& cfg : configs) {
-      SCOPED_TRACE(std::string(k.isa) + " bins [" + std::to_string(cfg.lo) + ", " + std::to_string(cfg.hi) + ") n " +
-                   std::to_string(cfg.n));
-      ErrorBins bins;
-      bins.lo = cfg.lo;
-      bins.hi = cfg.hi;
-      bins.n = cfg.n;
-      prepare_error_bins(bins);
-      std::vector<float> values;
-      for (int i = 0; i <= cfg.n; ++i) {
-        const double edge = std::pow(10.0, cfg.lo + (cfg.hi - cfg.lo) * i / cfg.n);
-        if (edge > 3e38 || edge < 1e-44) continue;  // no float there
-        // The slot at or below the edge, the one above, and the floats next
-        // to each slot value.
-        const float edge_f = static_cast<float>(edge);
-        for (float sv : {slot_of(edge_f), next_slot(slot_of(edge_f))}) {
-          float f = sv;
-          for (int step = 0; step < 2; ++step) f = std::nextafter(f, 0.0f);
-          for (int step = 0; step < 5; ++step, f = std::nextafter(f, INFINITY)) values.push_back(f);
-        }
+  for (const Config& cfg : configs) {
+    SCOPED_TRACE("bins [" + std::to_string(cfg.lo) + ", " + std::to_string(cfg.hi) + ") n " + std::to_string(cfg.n));
+    ErrorBins bins;
+    bins.lo = cfg.lo;
+    bins.hi = cfg.hi;
+    bins.n = cfg.n;
+    std::vector<float> values;
+    for (int i = 0; i <= cfg.n; ++i) {
+      const double edge = std::pow(10.0, cfg.lo + (cfg.hi - cfg.lo) * i / cfg.n);
+      if (edge > 3e38 || edge < 1e-44) continue;  // no float there
+      // The slot at or below the edge, the one above, and the floats next
+      // to each slot value.
+      const float edge_f = static_cast<float>(edge);
+      for (float sv : {slot_of(edge_f), next_slot(slot_of(edge_f))}) {
+        float f = sv;
+        for (int step = 0; step < 2; ++step) f = std::nextafter(f, 0.0f);
+        for (int step = 0; step < 5; ++step, f = std::nextafter(f, INFINITY)) values.push_back(f);
       }
-      qemb::testing::Rng rng(static_cast<uint64_t>(cfg.n) * 977 + 5);
-      for (int i = 0; i < 2000; ++i) values.push_back(std::ldexp(1.0f + 0.5f * std::fabs(rng.normal()), -150 + i % 277));
-      values.push_back(0.0f);
-      values.push_back(1e-45f);
-      values.push_back(3e38f);
-      // Row scale 0: y = w = 0 for every level, so e = -x.
-      PatternParams params;
-      params.row_scale = 0.0f;
-      params.max_scale = 1.0f;
-      params.act = activation_encoding(-1.0f, 1.0f);
-      const std::vector<int8_t> q(kRowPartials + 3, 0);
+    }
+    qemb::testing::Rng rng(static_cast<uint64_t>(cfg.n) * 977 + 5);
+    for (int i = 0; i < 2000; ++i) values.push_back(std::ldexp(1.0f + 0.5f * std::fabs(rng.normal()), -150 + i % 277));
+    values.push_back(0.0f);
+    values.push_back(1e-45f);
+    values.push_back(3e38f);
+
+    // error_categories: the category of each value's count index, in any copy.
+    std::vector<uint64_t> one(kErrorCountsSize, 0);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const float v = values[i], a = std::fabs(v);
+      const size_t want = static_cast<size_t>(error_category(a, bins));
+      const size_t index = (i % kErrorCopies) * kErrorCountStride + error_count_index(a);
+      one[index] = 1;
+      std::vector<uint64_t> cats(static_cast<size_t>(cfg.n) + 3, 0);
+      error_categories(bins, one.data(), cats.data());
+      one[index] = 0;
+      ASSERT_EQ(cats[want], 1u) << "value " << v << " category " << want;
+      // The definition itself: the slot value's std::log10 bin.
+      if (a > 0) {
+        Histogram h;
+        h.lo = cfg.lo;
+        h.hi = cfg.hi;
+        h.counts.assign(static_cast<size_t>(cfg.n), 0);
+        h.add(std::log10(static_cast<double>(slot_of(a))));
+        const size_t plain = h.below ? 0 : h.above ? static_cast<size_t>(cfg.n) + 1
+                             : static_cast<size_t>(std::find(h.counts.begin(), h.counts.end(), 1u) - h.counts.begin()) + 1;
+        ASSERT_EQ(want, plain) << "value " << v;
+      }
+    }
+
+    // The kernels: each value counted at its index, in the column's copy,
+    // for both patterns. Row scale 0: y = w = 0 for every level, so e = -x.
+    SchemeParams params;
+    params.row_scale = 0.0f;
+    params.max_scale = 1.0f;
+    params.act = activation_encoding(-1.0f, 1.0f);
+    for (const MetricKernelSet& k : all_metric_kernel_sets()) {
+      SCOPED_TRACE(k.isa);
+      // Counts start at zero for each value: the ones it set are cleared
+      // after it, and the buffers must be all zero at the end.
+      std::vector<uint64_t> counts[2] = {std::vector<uint64_t>(kErrorCountsSize, 0),
+                                         std::vector<uint64_t>(kErrorCountsSize, 0)};
+      uint64_t* count_ptrs[2] = {counts[0].data(), counts[1].data()};
+      const size_t columns = kRowPartials + 3;  // one step of vectors and a scalar tail
       for (float v : values) {
-        if (!std::isfinite(v)) continue;
-        const std::vector<float> x(kRowPartials + 3, v);  // one block of vectors and a scalar tail
-        std::vector<uint64_t> counts(error_counts_size(bins), 0);
-        PatternRow row;
-        k.pattern_row(x.data(), q.data(), x.size(), params, bins, &row, counts.data());
-        std::vector<uint64_t> cats(static_cast<size_t>(cfg.n) + 3, 0);
-        error_categories(bins, counts.data(), cats.data());
-        const float a = std::fabs(v);
-        const size_t want = static_cast<size_t>(error_category(a, bins));
-        ASSERT_EQ(cats[want], x.size()) << "value " << v << " category " << want;
-        // The definition itself: the slot value's std::log10 bin.
-        if (a > 0) {
-          Histogram h;
-          h.lo = cfg.lo;
-          h.hi = cfg.hi;
-          h.counts.assign(static_cast<size_t>(cfg.n), 0);
-          h.add(std::log10(static_cast<double>(slot_of(a))));
-          const size_t plain = h.below ? 0 : h.above ? static_cast<size_t>(cfg.n) + 1
-                               : static_cast<size_t>(std::find(h.counts.begin(), h.counts.end(), 1u) - h.counts.begin()) + 1;
-          ASSERT_EQ(want, plain) << "value " << v;
+        const std::vector<float> x(columns, v);
+        PatternRow rows[2];
+        k.scheme_row(x.data(), x.size(), params, rows, count_ptrs);
+        const size_t index = error_count_index(std::fabs(v));
+        for (size_t copy = 0; copy < kErrorCopies; ++copy) {
+          const uint64_t in_copy = (columns - copy + kErrorCopies - 1) / kErrorCopies;
+          for (std::vector<uint64_t>& c : counts) {
+            ASSERT_EQ(c[copy * kErrorCountStride + index], in_copy) << "value " << v << " copy " << copy;
+            c[copy * kErrorCountStride + index] = 0;
+          }
         }
       }
+      for (const std::vector<uint64_t>& c : counts)
+        EXPECT_EQ(std::count(c.begin(), c.end(), uint64_t{0}), static_cast<std::ptrdiff_t>(c.size()));
     }
   }
 }
