@@ -383,18 +383,87 @@ HWY_INLINE hn::Vec<hn::Full512<float>> FloatLut16(float row_scale, bool weighted
   return y;
 }
 
-// Pools bags of a 4-bit table whose rows' first 32 * kGroups columns stay in
-// 2 * kGroups registers for the whole bag (group g's even columns, then its
-// odd ones, as AccumulateS4Lut16 orders them): each row costs its lookups and
-// adds, with no load or store of the bag's row, which PoolBags' per-row
-// accumulation in memory spends most of its time on. Columns past them (dim
-// % 32) are accumulated in memory. Each column still sees the contract's
-// sequence of operations: same bits as PoolBags.
-template <size_t kGroups, bool kLegacy, typename Id>
-HWY_NOINLINE void PoolBagsS4Registers(const RequantGatherParams& p, const Id* HWY_RESTRICT ids,
-                                      const BagParams& bag, float* HWY_RESTRICT out,
-                                      const ActivationVec<LutTag>& lut_act,
-                                      const LegacyVec<LutTag>& lut_legacy) {
+// Bags of at least this many ids hold the columns of each whole 64-byte
+// block of a row in the block layout (S4BlockAccumulate): it saves a third of
+// the shuffles per id but costs its transpose once per bag, which shorter
+// bags do not repay.
+constexpr size_t kS4BlockMinIds = 3;
+
+// The 128 columns of one 64-byte block of a 4-bit row, looked up in the row's
+// table with no byte expansion: the permute reads only the low 4 bits of each
+// 32-bit index, so the block's 16 dwords shifted right by 4m index nibble m
+// of every dword: acc[m] lane k gathers column 8k + m. Fewer shuffles and one
+// load instead of four 16-byte ones: on cold rows the kernel's arithmetic
+// adds to its memory time rather than hiding under it, so every uop counts.
+HWY_INLINE void S4BlockAccumulate(const uint8_t* HWY_RESTRICT block, __m512 table, __m512* HWY_RESTRICT acc) {
+  __m512i v = _mm512_loadu_si512(block);
+  // One load: folded into each shift, the compiler's choice, it became eight
+  // loads that each split a cache line (records are not 64-byte aligned).
+  asm("" : "+v"(v));
+  acc[0] = _mm512_add_ps(acc[0], _mm512_permutexvar_ps(v, table));
+  acc[1] = _mm512_add_ps(acc[1], _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table));
+  acc[2] = _mm512_add_ps(acc[2], _mm512_permutexvar_ps(_mm512_srli_epi32(v, 8), table));
+  acc[3] = _mm512_add_ps(acc[3], _mm512_permutexvar_ps(_mm512_srli_epi32(v, 12), table));
+  acc[4] = _mm512_add_ps(acc[4], _mm512_permutexvar_ps(_mm512_srli_epi32(v, 16), table));
+  acc[5] = _mm512_add_ps(acc[5], _mm512_permutexvar_ps(_mm512_srli_epi32(v, 20), table));
+  acc[6] = _mm512_add_ps(acc[6], _mm512_permutexvar_ps(_mm512_srli_epi32(v, 24), table));
+  acc[7] = _mm512_add_ps(acc[7], _mm512_permutexvar_ps(_mm512_srli_epi32(v, 28), table));
+}
+
+// Lanes [0, 8) of a and b merged in blocks of s lanes (a's, then b's, then
+// a's next ...) into lo, lanes [8, 16) into hi.
+template <int s>
+struct S4MergeIndices {
+  constexpr S4MergeIndices() {
+    for (int l = 0; l < 16; ++l) {
+      lo[l] = (l / s) % 2 * 16 + l / (2 * s) * s + l % s;
+      hi[l] = lo[l] + 8;
+    }
+  }
+  alignas(64) int32_t lo[16] = {};
+  alignas(64) int32_t hi[16] = {};
+};
+template <int s>
+HWY_INLINE void S4MergeBlocks(__m512 a, __m512 b, __m512& lo, __m512& hi) {
+  static constexpr S4MergeIndices<s> kIdx;
+  lo = _mm512_permutex2var_ps(a, _mm512_load_si512(kIdx.lo), b);
+  hi = _mm512_permutex2var_ps(a, _mm512_load_si512(kIdx.hi), b);
+}
+
+// The block layout's acc[m] lane k (column 8k + m) back in column order, to o.
+HWY_INLINE void S4StoreBlock(const __m512* HWY_RESTRICT acc, float* HWY_RESTRICT o) {
+  __m512 pair[8], quad[8];
+  // pair[2q + h]: columns 8k + 2q + {0, 1}, k in [8h, 8h + 8).
+  for (int q = 0; q < 4; ++q) S4MergeBlocks<1>(acc[2 * q], acc[2 * q + 1], pair[2 * q], pair[2 * q + 1]);
+  // quad[4r + 2h + i]: columns 8k + 4r + [0, 4), k in [8h + 4i, 8h + 4i + 4).
+  for (int r = 0; r < 2; ++r) {
+    for (int h = 0; h < 2; ++h) {
+      S4MergeBlocks<2>(pair[4 * r + h], pair[4 * r + 2 + h], quad[4 * r + 2 * h], quad[4 * r + 2 * h + 1]);
+    }
+  }
+  // Columns 8k + [0, 8) for k in [2v, 2v + 2): 16 in order.
+  for (int t = 0; t < 4; ++t) {
+    __m512 lo, hi;
+    S4MergeBlocks<4>(quad[t], quad[4 + t], lo, hi);
+    _mm512_storeu_ps(o + 32 * t, lo);
+    _mm512_storeu_ps(o + 32 * t + 16, hi);
+  }
+}
+
+// One bag of a 4-bit table whose rows' first 32 * kGroups columns stay in
+// 2 * kGroups registers for the whole bag: each id costs its lookups and adds,
+// with no load or store of the bag's row, which PoolBags' per-row
+// accumulation in memory spends most of its time on. With kBlocks, the
+// rows' whole 64-byte blocks are held as S4BlockAccumulate orders them, the
+// other 32-column groups as AccumulateS4Lut16 does (even columns, then odd);
+// the stores put them back in column order. Columns past them (dim % 32) are
+// accumulated in memory. Each column still sees the contract's sequence of
+// operations: same bits as PoolBags.
+template <size_t kGroups, bool kBlocks, bool kLegacy, typename Id>
+HWY_INLINE void PoolBagS4Registers(const RequantGatherParams& p, const Id* HWY_RESTRICT ids, const BagParams& bag,
+                                   size_t begin, size_t bag_end, size_t end, float* HWY_RESTRICT o,
+                                   const ActivationVec<LutTag>& lut_act, const LegacyVec<LutTag>& lut_legacy,
+                                   float* HWY_RESTRICT lut) {
   const hn::Full512<float> df;
   const hn::Full512<uint32_t> du32;
   const hn::Full512<int32_t> di32;
@@ -403,54 +472,74 @@ HWY_NOINLINE void PoolBagsS4Registers(const RequantGatherParams& p, const Id* HW
   const size_t dim = p.dim;
   const size_t row_bytes = (dim + 1) / 2;
   constexpr size_t kCols = 32 * kGroups;
+  constexpr size_t kBlockCount = kBlocks ? kGroups / 4 : 0;  // 64-byte blocks in the block layout
+  constexpr size_t kFirstGroup = 4 * kBlockCount;
   const auto nibble = hn::Set(du32, 15);
-  const size_t end = std::max(static_cast<size_t>(bag.offsets[bag.bags]), bag.lookahead_end);
   const bool weighted = bag.weights != nullptr;
+  __m512 block_acc[8 * kBlockCount + 1];
+  for (size_t k = 0; k < 8 * kBlockCount; ++k) block_acc[k] = _mm512_setzero_ps();
+  V acc[2 * kGroups];
+  for (size_t g = 2 * kFirstGroup; g < 2 * kGroups; ++g) acc[g] = hn::Zero(df);
+  for (size_t j = kCols; j < dim; ++j) o[j] = +0.0f;
+  int64_t count = 0;
+  for (size_t i = begin; i < bag_end; ++i) {
+    if (i + kBagPrefetchRows < end) PrefetchBagRow(p, static_cast<size_t>(ids[i + kBagPrefetchRows]), row_bytes);
+    const int64_t id = ids[i];
+    if (id == bag.padding_idx) continue;
+    const size_t r = static_cast<size_t>(id);
+    const uint8_t* HWY_RESTRICT row = RowWeights(p, r, row_bytes);
+    const V table = FloatLut16<kLegacy>(RowScale(p, r), weighted, weighted ? bag.weights[i] : 1.0f,
+                                        lut_act, lut_legacy);
+    for (size_t k = 0; k < kBlockCount; ++k) S4BlockAccumulate(row + 64 * k, table.raw, block_acc + 8 * k);
+    for (size_t g = kFirstGroup; g < kGroups; ++g) {
+      const auto bytes = hn::PromoteTo(du32, hn::LoadU(d8, row + 16 * g));
+      const auto even = hn::And(bytes, nibble);
+      const auto odd = hn::ShiftRight<4>(bytes);
+      acc[2 * g] = hn::Add(acc[2 * g], hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::BitCast(di32, even))));
+      acc[2 * g + 1] =
+          hn::Add(acc[2 * g + 1], hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::BitCast(di32, odd))));
+    }
+    if (kCols < dim) {
+      hn::Store(table, df, lut);
+      for (size_t j = kCols; j < dim; ++j) {
+        const uint8_t byte = row[j / 2];
+        o[j] = o[j] + lut[(j & 1) ? (byte >> 4) : (byte & 0x0F)];
+      }
+    }
+    ++count;
+  }
+  if (bag.mean && count > 0) {
+    const float c = static_cast<float>(count);
+    const auto vc = hn::Set(df, c);
+    for (size_t k = 0; k < 8 * kBlockCount; ++k) block_acc[k] = _mm512_div_ps(block_acc[k], vc.raw);
+    for (size_t g = 2 * kFirstGroup; g < 2 * kGroups; ++g) acc[g] = hn::Div(acc[g], vc);
+    for (size_t j = kCols; j < dim; ++j) o[j] = o[j] / c;
+  }
+  for (size_t k = 0; k < kBlockCount; ++k) S4StoreBlock(block_acc + 8 * k, o + 128 * k);
+  const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  for (size_t g = kFirstGroup; g < kGroups; ++g) {
+    const __m512 even = acc[2 * g].raw, odd = acc[2 * g + 1].raw;
+    _mm512_storeu_ps(o + 32 * g, _mm512_permutex2var_ps(even, first, odd));
+    _mm512_storeu_ps(o + 32 * g + 16, _mm512_permutex2var_ps(even, second, odd));
+  }
+}
+
+template <size_t kGroups, bool kLegacy, typename Id>
+HWY_NOINLINE void PoolBagsS4Registers(const RequantGatherParams& p, const Id* HWY_RESTRICT ids,
+                                      const BagParams& bag, float* HWY_RESTRICT out,
+                                      const ActivationVec<LutTag>& lut_act,
+                                      const LegacyVec<LutTag>& lut_legacy) {
+  const size_t end = std::max(static_cast<size_t>(bag.offsets[bag.bags]), bag.lookahead_end);
   alignas(64) float lut[16];
   for (size_t b = 0; b < bag.bags; ++b) {
     float* HWY_RESTRICT o = out + b * bag.out_stride;
-    V acc[2 * kGroups];
-    for (size_t g = 0; g < 2 * kGroups; ++g) acc[g] = hn::Zero(df);
-    for (size_t j = kCols; j < dim; ++j) o[j] = +0.0f;
-    int64_t count = 0;
+    const size_t begin = static_cast<size_t>(bag.offsets[b]);
     const size_t bag_end = static_cast<size_t>(bag.offsets[b + 1]);
-    for (size_t i = static_cast<size_t>(bag.offsets[b]); i < bag_end; ++i) {
-      if (i + kBagPrefetchRows < end) PrefetchBagRow(p, static_cast<size_t>(ids[i + kBagPrefetchRows]), row_bytes);
-      const int64_t id = ids[i];
-      if (id == bag.padding_idx) continue;
-      const size_t r = static_cast<size_t>(id);
-      const uint8_t* HWY_RESTRICT row = RowWeights(p, r, row_bytes);
-      const V table = FloatLut16<kLegacy>(RowScale(p, r), weighted, weighted ? bag.weights[i] : 1.0f,
-                                          lut_act, lut_legacy);
-      for (size_t g = 0; g < kGroups; ++g) {
-        const auto bytes = hn::PromoteTo(du32, hn::LoadU(d8, row + 16 * g));
-        const auto even = hn::And(bytes, nibble);
-        const auto odd = hn::ShiftRight<4>(bytes);
-        acc[2 * g] = hn::Add(acc[2 * g], hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::BitCast(di32, even))));
-        acc[2 * g + 1] =
-            hn::Add(acc[2 * g + 1], hn::TableLookupLanes(table, hn::IndicesFromVec(df, hn::BitCast(di32, odd))));
-      }
-      if (kCols < dim) {
-        hn::Store(table, df, lut);
-        for (size_t j = kCols; j < dim; ++j) {
-          const uint8_t byte = row[j / 2];
-          o[j] = o[j] + lut[(j & 1) ? (byte >> 4) : (byte & 0x0F)];
-        }
-      }
-      ++count;
-    }
-    if (bag.mean && count > 0) {
-      const float c = static_cast<float>(count);
-      const auto vc = hn::Set(df, c);
-      for (size_t g = 0; g < 2 * kGroups; ++g) acc[g] = hn::Div(acc[g], vc);
-      for (size_t j = kCols; j < dim; ++j) o[j] = o[j] / c;
-    }
-    const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-    for (size_t g = 0; g < kGroups; ++g) {
-      const __m512 even = acc[2 * g].raw, odd = acc[2 * g + 1].raw;
-      _mm512_storeu_ps(o + 32 * g, _mm512_permutex2var_ps(even, first, odd));
-      _mm512_storeu_ps(o + 32 * g + 16, _mm512_permutex2var_ps(even, second, odd));
+    if (kGroups >= 4 && bag_end - begin >= kS4BlockMinIds) {
+      PoolBagS4Registers<kGroups, true, kLegacy>(p, ids, bag, begin, bag_end, end, o, lut_act, lut_legacy, lut);
+    } else {
+      PoolBagS4Registers<kGroups, false, kLegacy>(p, ids, bag, begin, bag_end, end, o, lut_act, lut_legacy, lut);
     }
   }
 }

@@ -34,7 +34,7 @@ class BagKernelsTest : public ::testing::TestWithParam<std::string> {
 // The gather tests' dims: around 16/32/64-byte vectors, 128-bit blocks and
 // the 4-bit nibble pairs.
 const size_t kDims[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65,
-                        95, 127, 128, 129, 191, 255, 256, 257, 4096};
+                        95, 127, 128, 129, 191, 223, 255, 256, 257, 287, 4096};
 
 // Empty bags, bags of 1, and bags longer than the prefetch distance, in one batch.
 const std::vector<int64_t> kLengths = {0, 1, 3, 0, 19, 1, 2};
