@@ -94,6 +94,26 @@ TEST_P(BagKernelsTest, BagsOf1000) {
   }
 }
 
+// Row scales at the edges of the exact scaling by 2^-24 (the AVX-512 VBMI
+// kernel widens int8 as q * 2^24 and scales by s_r * 2^-24 when s_r = 0 or
+// |s_r| >= 2^-102, other rows the plain way), below it, and huge, mixed in
+// one bag, at the dims of whole 64-byte groups and around them.
+TEST_P(BagKernelsTest, ExtremeRowScales) {
+  const std::vector<float> scales = {0.0f, 0x1p-102f, 0x1.fffffep-103f, 0x1p-126f, 0x1p-149f,
+                                     0x1.8p-110f, 1e-30f, 3e4f, 0.37f};
+  for (size_t dim : {64, 65, 128, 191, 192, 256, 257}) {
+    SCOPED_TRACE(std::string(set().isa) + " dim=" + std::to_string(dim));
+    for (GatherFamily f : {GatherFamily::kOptimized, GatherFamily::kLegacy}) {
+      BagTester().rows(9).dim(dim).lengths({20, 1, 0, 7}).scheme(8).seed(dim).row_scales(scales).Test(set(), f);
+      BagTester().rows(9).dim(dim).lengths({20, 1, 7}).scheme(8).seed(dim).row_scales(scales).weighted(true)
+          .Test(set(), f);
+      BagTester().rows(9).dim(dim).lengths({20, 7}).scheme(8).seed(dim).row_scales(scales).mean(true)
+          .interleaved(true).Test(set(), f);
+      if (HasFailure()) return;
+    }
+  }
+}
+
 // One row repeated: a bag of one id many times, so every step adds the same
 // value to a growing sum (rounding differs at every step).
 TEST_P(BagKernelsTest, RepeatedIds) {

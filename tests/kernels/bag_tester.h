@@ -39,6 +39,8 @@ class BagTester {
   // Explicit ids (and weights) instead of random ones.
   BagTester& ids(std::vector<int64_t> v) { ids_ = std::move(v); return *this; }
   BagTester& weights(std::vector<float> w) { weights_ = std::move(w); weighted_ = true; return *this; }
+  // Row scales used in turn instead of the random ones.
+  BagTester& row_scales(std::vector<float> s) { row_scales_ = std::move(s); return *this; }
   // Runs the kernels under test on the row-interleaved layout (each row's
   // scale, then its weights, every `stride` bytes; 0 = the tightest multiple
   // of 4), the reference on the plain one.
@@ -74,6 +76,10 @@ class BagTester {
     std::vector<int32_t> ids32(ids.begin(), ids.end());
 
     RandomPcqTable t = make_random_pcq_table(rows_, dim_, bits_, seed_ + 1000003 * dim_);
+    if (!row_scales_.empty()) {
+      for (size_t r = 0; r < rows_; ++r) t.scales[r] = row_scales_[r % row_scales_.size()];
+      t.max_scale = *std::max_element(t.scales.begin(), t.scales.end());
+    }
     std::vector<uint16_t> u16_table;
     RequantGatherParams p = t.params();
     if (family == GatherFamily::kMaterialized) {
@@ -135,6 +141,7 @@ class BagTester {
  private:
   static constexpr size_t kGap = 5;  // floats between bag rows and after the last
   bool interleaved_ = false;
+  std::vector<float> row_scales_;
   size_t stride_ = 0;
   static constexpr uint32_t kPoison = 0x7FC0BEEFu;
 
