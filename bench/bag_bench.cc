@@ -8,6 +8,7 @@
 //   qemb_bench --benchmark_filter='^bag/' --benchmark_repetitions=3
 //              --benchmark_enable_random_interleaving=true
 //   QEMB_BENCH_ISA=AVX2 qemb_bench --benchmark_filter='^bag/'   (one instruction set)
+//   QEMB_BENCH_HUGEPAGES=1 qemb_bench ...   (tables in transparent huge pages)
 //
 // Scenarios: batch 2048 bags of L ids (pooling factor L = 1, 20, 100), D = 64,
 // 128, 256, with random ids over the whole of
@@ -31,6 +32,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include "kernels/kernels.h"
 
@@ -81,7 +84,15 @@ struct BagTable {
   size_t rows = 0, dim = 0;
   Kind kind = Kind::kS4;
   struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
+    Free() : mapped(nullptr), length(0) {}  // std::free (constructors, not member initializers: those leave
+                                           // Free not default-constructible inside BagTable)
+    Free(void* m, size_t l) : mapped(m), length(l) {}
+    void* mapped;  // the mapping when the table lives in huge pages
+    size_t length;
+    void operator()(uint8_t* p) const {
+      if (mapped) ::munmap(mapped, length);
+      else std::free(p);
+    }
   };
   std::unique_ptr<uint8_t, Free> bytes;
   std::vector<float> scales;
@@ -91,6 +102,25 @@ struct BagTable {
 };
 
 std::mutex table_mutex;
+
+// 64-byte aligned, as artifact tables are. QEMB_BENCH_HUGEPAGES=1 maps the
+// table in transparent huge pages (2 MiB aligned, advised before the first
+// touch, which is when the kernel decides), to see what TLB misses cost a
+// cold random gather: both sides of every ratio get the same pages.
+std::unique_ptr<uint8_t, BagTable::Free> table_bytes(size_t size) {
+  const char* env = std::getenv("QEMB_BENCH_HUGEPAGES");
+  if (env && std::string(env) == "1") {
+    constexpr size_t kHuge = size_t{2} << 20;
+    const size_t length = size + kHuge;
+    void* mapped = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapped != MAP_FAILED) {
+      auto* aligned = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mapped) + kHuge - 1) & ~(kHuge - 1));
+      ::madvise(aligned, size, MADV_HUGEPAGE);  // a hint: the kernel may refuse
+      return std::unique_ptr<uint8_t, BagTable::Free>(aligned, BagTable::Free{mapped, length});
+    }
+  }
+  return std::unique_ptr<uint8_t, BagTable::Free>(static_cast<uint8_t*>(std::aligned_alloc(64, size)));
+}
 
 // The one live table, rebuilt when a benchmark needs another.
 const BagTable& table_for(const BagScenario& s, Kind kind) {
@@ -105,7 +135,7 @@ const BagTable& table_for(const BagScenario& s, Kind kind) {
   t.kind = kind;
   const size_t total = s.rows * row_bytes(kind, s.dim);
   // 64-byte aligned, as artifact tables are.
-  t.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (total + 64) / 64 * 64)));
+  t.bytes = table_bytes((total + 64) / 64 * 64);
   std::mt19937_64 rng(12345);
   for (size_t i = 0; i < total; i += 8) {
     const uint64_t r = rng();
