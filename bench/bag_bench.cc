@@ -134,7 +134,6 @@ const BagTable& table_for(const BagScenario& s, Kind kind) {
   t.dim = s.dim;
   t.kind = kind;
   const size_t total = s.rows * row_bytes(kind, s.dim);
-  // 64-byte aligned, as artifact tables are.
   t.bytes = table_bytes((total + 64) / 64 * 64);
   std::mt19937_64 rng(12345);
   for (size_t i = 0; i < total; i += 8) {

@@ -354,13 +354,14 @@ HWY_NOINLINE void RequantRowS8Clamped(DF df, const int8_t* HWY_RESTRICT row, siz
 // low and high bytes are four 64-byte registers each, and 64 values cost
 // one single-register permute that spreads the stored bytes over the 128-bit
 // lanes, 4 two-register permutes and 2 blends on the sign bit, then 2 in-lane
-// unpacks that interleave low and high bytes: 9 operations against about 26
-// for the arithmetic. (Interleaving with 2 more two-register permutes instead
-// of the spread and the unpacks was 0.83x the materialized gather at D=4096
-// on Zen 5, this way 0.88x: the unpacks are cheaper than the permutes.) Building the table costs the arithmetic of 256 values, so it
-// pays only on long rows: on rows in cache, against the arithmetic, 0.6x at
-// D=256, 0.87x at 512, 0.98x at 1024, 1.13x at 2048 and 1.16x at 4096 (the
-// development VM, a Sapphire Rapids with 2 cores). Compiled into the AVX3
+// unpacks that interleave low and high bytes: 10 operations with the sign
+// mask, against about 26 for the arithmetic. (Interleaving with 2 more
+// two-register permutes instead of the spread and the unpacks was 0.83x the
+// materialized gather at D=4096 on Zen 5, this way 0.88x: the unpacks are
+// cheaper than the permutes.) Building the table costs the arithmetic of 256
+// values, so it pays only on long rows: on rows in cache, against the
+// arithmetic, 0.6x at D=256, 0.87x at 512, 0.98x at 1024, 1.13x at 2048 and
+// 1.16x at 4096 (the development VM, a Sapphire Rapids with 2 cores). Compiled into the AVX3
 // pass with the extra VBMI flag and taken only where the CPU has it, so the
 // target list (and every other kernel's build) stays as it was.
 constexpr size_t kS8TableMinDim = 2048;
