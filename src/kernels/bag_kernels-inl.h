@@ -47,17 +47,50 @@ constexpr int kBagPrefetchLocality = 2;
 // hardware prefetcher, as the gathers do.
 constexpr size_t kBagPrefetchBytesPerRow = 512;
 
-HWY_INLINE void PrefetchBagRow(const RequantGatherParams& p, size_t r, size_t row_bytes) {
-  PrefetchPcqRow<kBagPrefetchLocality, kBagPrefetchBytesPerRow>(p, r, row_bytes);
-}
-
-
-// What to prefetch for a row id: the uint16 table's row, or a PCQ row and
-// its scale (in either layout: PrefetchPcqRow).
-struct RowPrefetch {
-  const RequantGatherParams* pcq;  // nullptr for the uint16 table
-  const uint8_t* rows;
-  size_t row_bytes;
+// The lines of a row's record (up to kBagPrefetchBytesPerRow of it: a uint16
+// row, or a PCQ row with its scale when interleaved) and, in the plain PCQ
+// layout, of its scale, requested with a count that is the same for every
+// row: addresses 64 bytes apart from the record's first byte, then its last
+// one, cover each line it touches whatever its alignment. A line loop from
+// the record's first line to its last (PrefetchPcqRow) ends after a different
+// count for differently aligned records, a branch the predictor misses, and
+// its extra work per id holds the window that keeps later rows' misses in
+// flight: cold 8M-row 8-bit D=256 pooling 20, 0.49x -> 0.72x the memcpy
+// roofline (interleaved batches, Zen 5 VM).
+struct RecordLines {
+  // The uint16 table's rows.
+  RecordLines(const uint8_t* rows, size_t row_bytes) : first(rows), stride(row_bytes) { SetSpan(row_bytes); }
+  // A PCQ table's rows in either layout.
+  RecordLines(const RequantGatherParams& p, size_t row_bytes) {
+    const uint8_t* w = p.weights;
+    const uint8_t* s = reinterpret_cast<const uint8_t*>(p.row_scales);
+    size_t span = row_bytes;
+    first = w;
+    stride = p.row_stride ? p.row_stride : row_bytes;
+    if (p.scale_stride != 0 && p.scale_stride == p.row_stride) {
+      first = std::min(s, w);
+      span = static_cast<size_t>(std::max(s + sizeof(float), w + row_bytes) - first);
+    } else {
+      scales = s;
+      scale_stride = p.scale_stride ? p.scale_stride : sizeof(float);
+    }
+    SetSpan(span);
+  }
+  void SetSpan(size_t span) {
+    span = std::min(std::max<size_t>(span, 1), kBagPrefetchBytesPerRow);
+    last = span - 1;
+    steps = (last + kCacheLine - 1) / kCacheLine;
+  }
+  HWY_INLINE void Prefetch(size_t r) const {
+    const uint8_t* rec = first + r * stride;
+    for (size_t k = 0; k < steps; ++k) __builtin_prefetch(rec + k * kCacheLine, 0, kBagPrefetchLocality);
+    __builtin_prefetch(rec + last, 0, kBagPrefetchLocality);
+    if (scales) __builtin_prefetch(scales + r * scale_stride, 0, kBagPrefetchLocality);
+  }
+  const uint8_t* first = nullptr;
+  size_t stride = 0, steps = 0, last = 0;
+  const uint8_t* scales = nullptr;  // the plain layout's scale array
+  size_t scale_stride = 0;
 };
 
 // Runs finish(out row) once a bag's ids are in, when at least one counted:
@@ -68,7 +101,7 @@ struct NoFinish {
 
 template <typename Id, class AddRow, class Finish = NoFinish>
 HWY_INLINE void PoolBags(size_t dim, const Id* HWY_RESTRICT ids, const BagParams& bag,
-                         float* HWY_RESTRICT out, const RowPrefetch& prefetch, AddRow&& add_row,
+                         float* HWY_RESTRICT out, const RecordLines& lines, AddRow&& add_row,
                          Finish&& finish = Finish()) {
   using DF = hn::ScalableTag<float>;
   const DF df;
@@ -83,15 +116,7 @@ HWY_INLINE void PoolBags(size_t dim, const Id* HWY_RESTRICT ids, const BagParams
     int64_t count = 0;
     const size_t bag_end = static_cast<size_t>(bag.offsets[b + 1]);
     for (size_t i = static_cast<size_t>(bag.offsets[b]); i < bag_end; ++i) {
-      if (i + kBagPrefetchRows < end) {
-        const size_t ahead = static_cast<size_t>(ids[i + kBagPrefetchRows]);
-        if (prefetch.pcq) {
-          PrefetchBagRow(*prefetch.pcq, ahead, prefetch.row_bytes);
-        } else {
-          PrefetchRow<kBagPrefetchLocality, kBagPrefetchBytesPerRow>(prefetch.rows + ahead * prefetch.row_bytes,
-                                                                     prefetch.row_bytes);
-        }
-      }
+      if (i + kBagPrefetchRows < end) lines.Prefetch(static_cast<size_t>(ids[i + kBagPrefetchRows]));
       const int64_t id = ids[i];
       if (id == bag.padding_idx) continue;
       add_row(static_cast<size_t>(id), weighted, weighted ? bag.weights[i] : 1.0f, o);
@@ -123,7 +148,7 @@ HWY_INLINE void BagU16(const RequantGatherParams& p, const Id* ids, const BagPar
   const size_t row_bytes = dim * sizeof(uint16_t);
   PoolBags(
       dim, ids, bag, out,
-      RowPrefetch{nullptr, p.weights, row_bytes},
+      RecordLines(p.weights, row_bytes),
       [&](size_t r, bool weighted, float w, float* HWY_RESTRICT o) {
         const uint16_t* row = table + r * dim;
         const auto wv = hn::Set(df, w);
@@ -204,6 +229,7 @@ HWY_NOINLINE void PoolBagsS8Registers(DF df, const RequantGatherParams& p, const
   const bool weighted = bag.weights != nullptr;
   const float inv_sa = inv(p.act.scale);
   const float bound = UnclampedBound(p.act);
+  const RecordLines lines(p, dim);
   for (size_t b = 0; b < bag.bags; ++b) {
     float* HWY_RESTRICT o = out + b * bag.out_stride;
     V acc[kV];
@@ -212,7 +238,7 @@ HWY_NOINLINE void PoolBagsS8Registers(DF df, const RequantGatherParams& p, const
     int64_t count = 0;
     const size_t bag_end = static_cast<size_t>(bag.offsets[b + 1]);
     for (size_t i = static_cast<size_t>(bag.offsets[b]); i < bag_end; ++i) {
-      if (i + kBagPrefetchRows < end) PrefetchBagRow(p, static_cast<size_t>(ids[i + kBagPrefetchRows]), dim);
+      if (i + kBagPrefetchRows < end) lines.Prefetch(static_cast<size_t>(ids[i + kBagPrefetchRows]));
       const int64_t id = ids[i];
       if (id == bag.padding_idx) continue;
       const size_t r = static_cast<size_t>(id);
@@ -249,92 +275,80 @@ HWY_NOINLINE void PoolBagsS8Registers(DF df, const RequantGatherParams& p, const
 }
 
 #if HWY_TARGET == HWY_AVX3 && HWY_ARCH_X86
-// One widened row's y (times the weight) added into acc: 16 columns per
-// zero-masked byte permute of a 64-byte load.
-template <size_t kV, bool kFma, bool kWeighted>
-__attribute__((target(HWY_TARGET_STR ",avx512vbmi"))) HWY_INLINE void S8WidenedRow(
-    const int8_t* HWY_RESTRICT row, __m512 s, __m512 wv, __m512 inv_v, __m512 magic, __m512 scale_a,
-    __m512 minus_sm, __m512i w0, __m512i w1, __m512i w2, __m512i w3, __m512* HWY_RESTRICT acc) {
-  const __mmask64 top = 0x8888888888888888ull;
-  for (size_t g = 0; g < kV / 4; ++g) {
-    const __m512i x = _mm512_loadu_si512(row + 64 * g);
-    const __m512i q[4] = {_mm512_maskz_permutexvar_epi8(top, w0, x), _mm512_maskz_permutexvar_epi8(top, w1, x),
-                          _mm512_maskz_permutexvar_epi8(top, w2, x), _mm512_maskz_permutexvar_epi8(top, w3, x)};
-    for (size_t k = 0; k < 4; ++k) {
-      const __m512 xs = _mm512_mul_ps(s, _mm512_cvtepi32_ps(q[k]));  // s_r * q
-      const __m512 sum = _mm512_add_ps(_mm512_mul_ps(xs, inv_v), magic);
-      __m512 y;
-      if constexpr (kFma) {
-        y = _mm512_fmadd_ps(scale_a, sum, minus_sm);
-      } else {
-        y = _mm512_mul_ps(scale_a, _mm512_sub_ps(sum, magic));
-      }
-      if constexpr (kWeighted) y = _mm512_mul_ps(wv, y);
-      acc[4 * g + k] = _mm512_add_ps(acc[4 * g + k], y);
-    }
-  }
-}
-
-// PoolBagsS8Registers for the optimized pattern on AVX-512 VBMI, kV a
-// multiple of 4: a row that FitsUnclamped and ScalesExactly widens 64 stored
-// int8 at a time with one zero-masked byte permute each 16 columns, q * 2^24
-// in an int32 lane, converted exactly and multiplied by s_r * 2^-24: the same
-// real number as s_r * q, so the same float. With kFma, s_a * (sum - M) is
-// one multiply-add with -(s_a * M) (exact as a float: checked by the caller),
-// the same rounding of the same real number: 7 vector operations per 16
-// columns instead of 8 (on cold rows the arithmetic adds to the misses, so
-// every uop counts). Otherwise S8Y's steps in its order: the same bits.
-template <size_t kV, bool kFma, typename Id>
-__attribute__((target(HWY_TARGET_STR ",avx512vbmi"))) HWY_NOINLINE void PoolBagsS8RegistersVbmi(
-    const RequantGatherParams& p, const Id* HWY_RESTRICT ids, const BagParams& bag, float* HWY_RESTRICT out,
-    const S8Consts<hn::ScalableTag<float>>& c) {
-  static_assert(kV % 4 == 0, "whole 64-byte groups");
+// PoolBagsS8Registers for the optimized pattern on AVX-512, kV vectors of 16
+// columns, with what a cold row needs least of: the per-id work is lean
+// (fields in locals, the weight's test unswitched, the row's lines requested
+// by RecordLines), since on cold rows each id's instructions hold the window
+// that keeps later rows' misses in flight. A row that FitsUnclamped costs 7
+// vector operations per 16 columns with kFma: s_a * ((t + M) - M), M = 1.5 *
+// 2^23, is one rounding of an exact value, and when s_a * M is a float a
+// multiply-add with -(s_a * M) rounds the same real number (checked by the
+// caller; the weight's product stays apart from its addition, as the contract
+// says). Other rows take S8Y's clamped steps. The same bits as PoolBags.
+template <size_t kV, bool kFma, bool kWeighted, typename Id>
+HWY_NOINLINE void PoolBagsS8RegistersAvx3(const RequantGatherParams& p, const Id* HWY_RESTRICT ids,
+                                          const BagParams& bag, float* HWY_RESTRICT out,
+                                          const S8Consts<hn::ScalableTag<float>>& c) {
   const hn::ScalableTag<float> df;
   const size_t dim = p.dim;
   constexpr size_t kCols = kV * 16;
   const size_t end = std::max(static_cast<size_t>(bag.offsets[bag.bags]), bag.lookahead_end);
-  const bool weighted = bag.weights != nullptr;
   const float inv_sa = inv(p.act.scale);
   const float bound = UnclampedBound(p.act);
   const __m512 inv_v = _mm512_set1_ps(inv_sa);
   const __m512 scale_a = c.a.scale().raw;
   const __m512 magic = _mm512_set1_ps(12582912.0f);
   const __m512 minus_sm = _mm512_set1_ps(-(p.act.scale * 12582912.0f));
-  const __m512i w0 = _mm512_load_si512(kS8PackIndices.widen[0]), w1 = _mm512_load_si512(kS8PackIndices.widen[1]);
-  const __m512i w2 = _mm512_load_si512(kS8PackIndices.widen[2]), w3 = _mm512_load_si512(kS8PackIndices.widen[3]);
+  const RecordLines lines(p, dim);
+  const uint8_t* const weights = p.weights;
+  const uint8_t* const scales = reinterpret_cast<const uint8_t*>(p.row_scales);
+  const size_t row_stride = p.row_stride ? p.row_stride : dim;
+  const size_t scale_stride = p.scale_stride ? p.scale_stride : sizeof(float);
+  const int64_t padding_idx = bag.padding_idx;
+  const float* const id_weights = bag.weights;
+  const int64_t* const offsets = bag.offsets;
   for (size_t b = 0; b < bag.bags; ++b) {
     float* HWY_RESTRICT o = out + b * bag.out_stride;
     __m512 acc[kV];
     for (size_t v = 0; v < kV; ++v) acc[v] = _mm512_setzero_ps();
     for (size_t j = kCols; j < dim; ++j) o[j] = +0.0f;
     int64_t count = 0;
-    const size_t bag_end = static_cast<size_t>(bag.offsets[b + 1]);
-    for (size_t i = static_cast<size_t>(bag.offsets[b]); i < bag_end; ++i) {
-      if (i + kBagPrefetchRows < end) PrefetchBagRow(p, static_cast<size_t>(ids[i + kBagPrefetchRows]), dim);
+    const size_t bag_end = static_cast<size_t>(offsets[b + 1]);
+    for (size_t i = static_cast<size_t>(offsets[b]); i < bag_end; ++i) {
+      if (i + kBagPrefetchRows < end) lines.Prefetch(static_cast<size_t>(ids[i + kBagPrefetchRows]));
       const int64_t id = ids[i];
-      if (id == bag.padding_idx) continue;
+      if (id == padding_idx) continue;
       const size_t r = static_cast<size_t>(id);
-      const float row_scale = RowScale(p, r);
-      const int8_t* HWY_RESTRICT row = reinterpret_cast<const int8_t*>(RowWeights(p, r, dim));
-      const float w = weighted ? bag.weights[i] : 1.0f;
+      float row_scale;
+      std::memcpy(&row_scale, scales + r * scale_stride, sizeof(row_scale));
+      const int8_t* HWY_RESTRICT row = reinterpret_cast<const int8_t*>(weights + r * row_stride);
+      const float w = kWeighted ? id_weights[i] : 1.0f;
       const __m512 wv = _mm512_set1_ps(w);
       const bool fits = FitsUnclamped(row_scale, inv_sa, bound);
-      if (fits && ScalesExactly(row_scale)) {
-        const __m512 s = _mm512_set1_ps(row_scale * 0x1p-24f);
-        if (weighted) {
-          S8WidenedRow<kV, kFma, true>(row, s, wv, inv_v, magic, scale_a, minus_sm, w0, w1, w2, w3, acc);
-        } else {
-          S8WidenedRow<kV, kFma, false>(row, s, wv, inv_v, magic, scale_a, minus_sm, w0, w1, w2, w3, acc);
+      if (HWY_LIKELY(fits)) {
+        const __m512 s = _mm512_set1_ps(row_scale);
+        for (size_t v = 0; v < kV; ++v) {
+          const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 16 * v)));
+          const __m512 xs = _mm512_mul_ps(s, _mm512_cvtepi32_ps(q));  // s_r * q
+          const __m512 sum = _mm512_add_ps(_mm512_mul_ps(xs, inv_v), magic);
+          __m512 y;
+          if constexpr (kFma) {
+            y = _mm512_fmadd_ps(scale_a, sum, minus_sm);
+          } else {
+            y = _mm512_mul_ps(scale_a, _mm512_sub_ps(sum, magic));
+          }
+          if constexpr (kWeighted) y = _mm512_mul_ps(wv, y);
+          acc[v] = _mm512_add_ps(acc[v], y);
         }
       } else {
         const auto sv = hn::Set(df, row_scale);
         for (size_t v = 0; v < kV; ++v) {
-          __m512 y = fits ? S8Y<false, true>(df, row + 16 * v, sv, c).raw : S8Y<false, false>(df, row + 16 * v, sv, c).raw;
-          if (weighted) y = _mm512_mul_ps(wv, y);
+          __m512 y = S8Y<false, false>(df, row + 16 * v, sv, c).raw;
+          if constexpr (kWeighted) y = _mm512_mul_ps(wv, y);
           acc[v] = _mm512_add_ps(acc[v], y);
         }
       }
-      if (kCols < dim) AccumulateS8Columns<false>(df, row, kCols, dim, row_scale, fits, weighted, w, c, o);
+      if (kCols < dim) AccumulateS8Columns<false>(df, row, kCols, dim, row_scale, fits, kWeighted, w, c, o);
       ++count;
     }
     if (bag.mean && count > 0) {
@@ -346,6 +360,20 @@ __attribute__((target(HWY_TARGET_STR ",avx512vbmi"))) HWY_NOINLINE void PoolBags
     for (size_t v = 0; v < kV; ++v) _mm512_storeu_ps(o + 16 * v, acc[v]);
   }
 }
+
+template <size_t kV, typename Id>
+HWY_INLINE void PoolBagsS8Avx3(const RequantGatherParams& p, const Id* ids, const BagParams& bag, float* out,
+                               const S8Consts<hn::ScalableTag<float>>& c) {
+  const float sm = p.act.scale * 12582912.0f;
+  const bool fma = std::isfinite(sm) && std::fma(p.act.scale, 12582912.0f, -sm) == 0.0f;
+  if (bag.weights) {
+    if (fma) PoolBagsS8RegistersAvx3<kV, true, true>(p, ids, bag, out, c);
+    else PoolBagsS8RegistersAvx3<kV, false, true>(p, ids, bag, out, c);
+  } else {
+    if (fma) PoolBagsS8RegistersAvx3<kV, true, false>(p, ids, bag, out, c);
+    else PoolBagsS8RegistersAvx3<kV, false, false>(p, ids, bag, out, c);
+  }
+}
 #endif
 
 // The register kernel for dims of 1 to kS8BagMaxVectors whole vectors (and
@@ -355,28 +383,30 @@ HWY_INLINE bool PoolBagsS8InRegisters(DF df, const RequantGatherParams& p, const
                                       float* out, const S8Consts<DF>& c, bool legacy_fits) {
 #if HWY_TARGET == HWY_AVX3 && HWY_ARCH_X86
   if constexpr (!kLegacy) {
-    if (HasVbmi()) {
-      // s_a * ((t + M) - M), M = 1.5 * 2^23, is one rounding of an exact
-      // value: when s_a * M is a float, a multiply-add with -(s_a * M)
-      // rounds the same real number (not the weight's product, which the
-      // contract keeps apart from its addition).
-      const float sm = p.act.scale * 12582912.0f;
-      if (std::isfinite(sm) && std::fma(p.act.scale, 12582912.0f, -sm) == 0.0f) {
-        switch (p.dim / 16) {
-          case 4: PoolBagsS8RegistersVbmi<4, true>(p, ids, bag, out, c); return true;
-          case 8: PoolBagsS8RegistersVbmi<8, true>(p, ids, bag, out, c); return true;
-          case 12: PoolBagsS8RegistersVbmi<12, true>(p, ids, bag, out, c); return true;
-          case 16: PoolBagsS8RegistersVbmi<16, true>(p, ids, bag, out, c); return true;
-          default: break;
-        }
-      }
-      switch (p.dim / 16) {
-        case 4: PoolBagsS8RegistersVbmi<4, false>(p, ids, bag, out, c); return true;
-        case 8: PoolBagsS8RegistersVbmi<8, false>(p, ids, bag, out, c); return true;
-        case 12: PoolBagsS8RegistersVbmi<12, false>(p, ids, bag, out, c); return true;
-        case 16: PoolBagsS8RegistersVbmi<16, false>(p, ids, bag, out, c); return true;
-        default: break;
-      }
+    switch (p.dim / 16) {
+#define QEMB_S8_AVX3(v) \
+  case v:               \
+    PoolBagsS8Avx3<v>(p, ids, bag, out, c); \
+    return true;
+      QEMB_S8_AVX3(1)
+      QEMB_S8_AVX3(2)
+      QEMB_S8_AVX3(3)
+      QEMB_S8_AVX3(4)
+      QEMB_S8_AVX3(5)
+      QEMB_S8_AVX3(6)
+      QEMB_S8_AVX3(7)
+      QEMB_S8_AVX3(8)
+      QEMB_S8_AVX3(9)
+      QEMB_S8_AVX3(10)
+      QEMB_S8_AVX3(11)
+      QEMB_S8_AVX3(12)
+      QEMB_S8_AVX3(13)
+      QEMB_S8_AVX3(14)
+      QEMB_S8_AVX3(15)
+      QEMB_S8_AVX3(16)
+#undef QEMB_S8_AVX3
+      default:
+        break;
     }
   }
 #endif
@@ -429,7 +459,7 @@ HWY_INLINE void RequantBagS8(const RequantGatherParams& p, const Id* ids, const 
 #endif
   PoolBags(
       dim, ids, bag, out,
-      RowPrefetch{&p, p.weights, dim},
+      RecordLines(p, dim),
       [&](size_t r, bool weighted, float w, float* HWY_RESTRICT o) {
         const float row_scale = RowScale(p, r);
         const bool fits = kLegacy ? legacy_fits : FitsUnclamped(row_scale, inv_sa, bound);
@@ -590,7 +620,7 @@ template <size_t kGroups, bool kBlocks, bool kLegacy, typename Id>
 HWY_INLINE void PoolBagS4Registers(const RequantGatherParams& p, const Id* HWY_RESTRICT ids, const BagParams& bag,
                                    size_t begin, size_t bag_end, size_t end, float* HWY_RESTRICT o,
                                    const ActivationVec<LutTag>& lut_act, const LegacyVec<LutTag>& lut_legacy,
-                                   float* HWY_RESTRICT lut) {
+                                   const RecordLines& lines, float* HWY_RESTRICT lut) {
   const hn::Full512<float> df;
   const hn::Full512<uint32_t> du32;
   const hn::Full512<int32_t> di32;
@@ -610,7 +640,7 @@ HWY_INLINE void PoolBagS4Registers(const RequantGatherParams& p, const Id* HWY_R
   for (size_t j = kCols; j < dim; ++j) o[j] = +0.0f;
   int64_t count = 0;
   for (size_t i = begin; i < bag_end; ++i) {
-    if (i + kBagPrefetchRows < end) PrefetchBagRow(p, static_cast<size_t>(ids[i + kBagPrefetchRows]), row_bytes);
+    if (i + kBagPrefetchRows < end) lines.Prefetch(static_cast<size_t>(ids[i + kBagPrefetchRows]));
     const int64_t id = ids[i];
     if (id == bag.padding_idx) continue;
     const size_t r = static_cast<size_t>(id);
@@ -658,15 +688,16 @@ HWY_NOINLINE void PoolBagsS4Registers(const RequantGatherParams& p, const Id* HW
                                       const ActivationVec<LutTag>& lut_act,
                                       const LegacyVec<LutTag>& lut_legacy) {
   const size_t end = std::max(static_cast<size_t>(bag.offsets[bag.bags]), bag.lookahead_end);
+  const RecordLines lines(p, (p.dim + 1) / 2);
   alignas(64) float lut[16];
   for (size_t b = 0; b < bag.bags; ++b) {
     float* HWY_RESTRICT o = out + b * bag.out_stride;
     const size_t begin = static_cast<size_t>(bag.offsets[b]);
     const size_t bag_end = static_cast<size_t>(bag.offsets[b + 1]);
     if (kGroups >= 4 && bag_end - begin >= kS4BlockMinIds) {
-      PoolBagS4Registers<kGroups, true, kLegacy>(p, ids, bag, begin, bag_end, end, o, lut_act, lut_legacy, lut);
+      PoolBagS4Registers<kGroups, true, kLegacy>(p, ids, bag, begin, bag_end, end, o, lut_act, lut_legacy, lines, lut);
     } else {
-      PoolBagS4Registers<kGroups, false, kLegacy>(p, ids, bag, begin, bag_end, end, o, lut_act, lut_legacy, lut);
+      PoolBagS4Registers<kGroups, false, kLegacy>(p, ids, bag, begin, bag_end, end, o, lut_act, lut_legacy, lines, lut);
     }
   }
 }
@@ -769,7 +800,7 @@ HWY_INLINE void RequantBagS4(const RequantGatherParams& p, const Id* ids, const 
   alignas(64) float lut[16];
   PoolBags(
       dim, ids, bag, out,
-      RowPrefetch{&p, p.weights, row_bytes},
+      RecordLines(p, row_bytes),
       [&](size_t r, bool weighted, float w, float* HWY_RESTRICT o) {
         const float row_scale = RowScale(p, r);
         const uint8_t* row = RowWeights(p, r, row_bytes);

@@ -94,10 +94,10 @@ TEST_P(BagKernelsTest, BagsOf1000) {
   }
 }
 
-// Row scales at the edges of the exact scaling by 2^-24 (the AVX-512 VBMI
-// kernel widens int8 as q * 2^24 and scales by s_r * 2^-24 when s_r = 0 or
-// |s_r| >= 2^-102, other rows the plain way), below it, and huge, mixed in
-// one bag, at the dims of whole 64-byte groups and around them.
+// Row scales at the edges of the float range: zero, subnormal, tiny (whose
+// products with q and inv(s_a) underflow) and huge (whose outputs saturate,
+// so the AVX-512 kernel leaves its unclamped path for them), mixed in one
+// bag, at the dims of whole 64-byte groups and around them.
 TEST_P(BagKernelsTest, ExtremeRowScales) {
   const std::vector<float> scales = {0.0f, 0x1p-102f, 0x1.fffffep-103f, 0x1p-126f, 0x1p-149f,
                                      0x1.8p-110f, 1e-30f, 3e4f, 0.37f};
@@ -110,6 +110,33 @@ TEST_P(BagKernelsTest, ExtremeRowScales) {
       BagTester().rows(9).dim(dim).lengths({20, 7}).scheme(8).seed(dim).row_scales(scales).mean(true)
           .interleaved(true).Test(set(), f);
       if (HasFailure()) return;
+    }
+  }
+}
+
+// The AVX-512 8-bit kernel computes s_a * ((t + M) - M), M = 1.5 * 2^23, as
+// one multiply-add with -(s_a * M) when that product is a float, and as the
+// contract's subtraction and product otherwise: both forms, for every count
+// of 16-column vectors it holds in registers (and a tail past them),
+// weighted or not, in both layouts.
+TEST_P(BagKernelsTest, BothFormsOfTheActivationProduct) {
+  const float exact = 0x1.2p-12f;  // s_a * M needs 4 significant bits
+  const float inexact = 0x1.fffffep-13f;
+  ASSERT_EQ(std::fma(exact, 12582912.0f, -(exact * 12582912.0f)), 0.0f);
+  ASSERT_NE(std::fma(inexact, 12582912.0f, -(inexact * 12582912.0f)), 0.0f);
+  for (float scale : {exact, inexact}) {
+    for (size_t dim = 16; dim <= 272; dim += 16) {
+      for (size_t d : {dim, dim + 5}) {
+        SCOPED_TRACE(std::string(set().isa) + " dim=" + std::to_string(d) + " s_a=" + std::to_string(scale));
+        const ActivationEncoding act{scale, 30000};
+        BagTester().rows(29).dim(d).lengths(kLengths).scheme(8).seed(d).activation(act).Test(set(),
+                                                                                            GatherFamily::kOptimized);
+        BagTester().rows(29).dim(d).lengths(kLengths).scheme(8).seed(d).activation(act).weighted(true)
+            .interleaved(true).Test(set(), GatherFamily::kOptimized);
+        BagTester().rows(29).dim(d).lengths(kLengths).scheme(8).seed(d).activation(act).mean(true).padding_idx(2)
+            .Test(set(), GatherFamily::kOptimized);
+        if (HasFailure()) return;
+      }
     }
   }
 }

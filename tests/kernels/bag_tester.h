@@ -41,6 +41,8 @@ class BagTester {
   BagTester& weights(std::vector<float> w) { weights_ = std::move(w); weighted_ = true; return *this; }
   // Row scales used in turn instead of the random ones.
   BagTester& row_scales(std::vector<float> s) { row_scales_ = std::move(s); return *this; }
+  // The activation encoding instead of the random one.
+  BagTester& activation(ActivationEncoding a) { act_ = a; has_act_ = true; return *this; }
   // Runs the kernels under test on the row-interleaved layout (each row's
   // scale, then its weights, every `stride` bytes; 0 = the tightest multiple
   // of 4), the reference on the plain one.
@@ -80,6 +82,7 @@ class BagTester {
       for (size_t r = 0; r < rows_; ++r) t.scales[r] = row_scales_[r % row_scales_.size()];
       t.max_scale = *std::max_element(t.scales.begin(), t.scales.end());
     }
+    if (has_act_) t.act = act_;
     std::vector<uint16_t> u16_table;
     RequantGatherParams p = t.params();
     if (family == GatherFamily::kMaterialized) {
@@ -142,6 +145,8 @@ class BagTester {
   static constexpr size_t kGap = 5;  // floats between bag rows and after the last
   bool interleaved_ = false;
   std::vector<float> row_scales_;
+  ActivationEncoding act_;
+  bool has_act_ = false;
   size_t stride_ = 0;
   static constexpr uint32_t kPoison = 0x7FC0BEEFu;
 
