@@ -93,6 +93,160 @@ struct RecordLines {
   size_t scale_stride = 0;
 };
 
+// Where ids may be read up to, to prefetch rows ahead.
+HWY_INLINE size_t LookaheadEnd(const BagParams& bag) {
+  return std::max(static_cast<size_t>(bag.offsets[bag.bags]), bag.lookahead_end);
+}
+
+// Rows read where they are stored: each id's row and scale from the table,
+// prefetched kBagPrefetchRows ids ahead (RecordLines).
+template <typename Id>
+class DirectRows {
+ public:
+  DirectRows(const RequantGatherParams& p, size_t row_bytes, const Id* ids, const BagParams& bag)
+      : lines_(p, row_bytes), ids_(ids), end_(LookaheadEnd(bag)), weights_(p.weights),
+        scales_(reinterpret_cast<const uint8_t*>(p.row_scales)),
+        row_stride_(p.row_stride ? p.row_stride : row_bytes),
+        scale_stride_(p.scale_stride ? p.scale_stride : sizeof(float)) {}
+  // Before flat position i's row is read.
+  HWY_INLINE void Ahead(size_t i) const {
+    if (i + kBagPrefetchRows < end_) lines_.Prefetch(static_cast<size_t>(ids_[i + kBagPrefetchRows]));
+  }
+  // Row r, the id at flat position i (visited in increasing order).
+  HWY_INLINE const uint8_t* Row(size_t /*i*/, size_t r) const { return weights_ + r * row_stride_; }
+  HWY_INLINE float Scale(size_t /*i*/, size_t r) const {
+    float s;
+    std::memcpy(&s, scales_ + r * scale_stride_, sizeof(s));
+    return s;
+  }
+
+ private:
+  const RecordLines lines_;
+  const Id* ids_;
+  size_t end_;
+  const uint8_t* weights_;
+  const uint8_t* scales_;
+  size_t row_stride_, scale_stride_;
+};
+
+#undef QEMB_BAG_STAGED_ROWS
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define QEMB_BAG_STAGED_ROWS 1
+// The staging buffer: two blocks of rows, each of as many ids as fit up to
+// kStageMaxIds (64 ids of 256-byte rows; bigger blocks keep more misses in
+// flight: 32 -> 64 ids of 8-bit D = 256 rows, 0.96x -> 1.03x the memcpy
+// gather), and the most bytes a staged row takes (an 8-bit row of up to 16
+// vectors and a tail: 271 bytes, in whole lines).
+constexpr size_t kStageBufferBytes = 32768;
+constexpr size_t kStageMaxIds = 128;
+constexpr size_t kStageRowBytes = 320;
+// BagParams::RowReads::kAuto stages the rows of tables larger than this
+// (far past the last-level cache) when they span more than two lines or the
+// bags hold fewer than kStageShortBags ids on average. Zen 5 VM, same-run
+// pairs with the memcpy gather of the same records, direct -> staged:
+// 8M rows, pooling 20, 8-bit D = 128 / 256 0.63x / 0.65x -> 0.97x / 1.0x;
+// pooling 1, 8-bit D = 64 / 128 0.55x / 0.48x -> 0.76x / 0.75x, 4-bit D =
+// 128 / 256 0.52x / 0.40x -> 0.69x / 0.75x. Rows of one or two lines in
+// longer bags lose (4-bit D = 64 pooling 20: 1.5x -> 0.96x), and so do
+// tables that partly stay in cache: 1M rows (138 MB), 8-bit D = 128 and
+// 4-bit D = 256 1.17x / 1.21x -> 1.02x / 1.02x; at 272 MB, 8-bit D = 256,
+// 0.87x -> 1.03x.
+constexpr size_t kStageMinTableBytes = size_t{256} << 20;
+constexpr size_t kStageShortBags = 4;
+
+HWY_INLINE bool StageRows(const RequantGatherParams& p, const BagParams& bag, size_t row_bytes) {
+  if (row_bytes > kStageRowBytes) return false;
+  switch (bag.row_reads) {
+    case BagParams::RowReads::kDirect: return false;
+    case BagParams::RowReads::kStaged: return true;
+    case BagParams::RowReads::kAuto: break;
+  }
+  const size_t stride = p.row_stride ? p.row_stride : row_bytes;
+  if (p.rows <= kStageMinTableBytes / stride) return false;
+  const size_t ids = static_cast<size_t>(bag.offsets[bag.bags] - bag.offsets[0]);
+  return row_bytes + sizeof(float) > 2 * kCacheLine || ids < kStageShortBags * bag.bags;
+}
+
+// Rows copied a block of ids at a time into a buffer that stays in L1, one
+// block ahead of the arithmetic, and read from there. The copy loop is a
+// memcpy gather (a few instructions an id, every load independent), so its
+// misses overlap as the roofline's do; the arithmetic then reads lines in
+// L1. Read directly, each cold row's loads wait behind its own and the
+// previous rows' arithmetic, and the window of instructions ends before
+// enough later rows' misses are in flight: prefetches issued further ahead
+// change nothing measurable (distance 2 to 64 ids, into L1 or L2).
+template <typename Id>
+class StagedRows {
+ public:
+  // The bags' positions are read in increasing order.
+  StagedRows(const RequantGatherParams& p, size_t row_bytes, const Id* ids, const BagParams& bag)
+      : lines_(p, row_bytes), ids_(ids), end_(static_cast<size_t>(bag.offsets[bag.bags])),
+        prefetch_end_(LookaheadEnd(bag)), weights_(p.weights),
+        scales_(reinterpret_cast<const uint8_t*>(p.row_scales)),
+        row_stride_(p.row_stride ? p.row_stride : row_bytes),
+        scale_stride_(p.scale_stride ? p.scale_stride : sizeof(float)),
+        slot_((row_bytes + kCacheLine - 1) / kCacheLine * kCacheLine), lines_per_row_(row_bytes / kCacheLine),
+        tail_(row_bytes % kCacheLine == 0 ? 0 : ~0ull >> (kCacheLine - row_bytes % kCacheLine)) {
+    block_ids_ = std::min(kStageMaxIds, kStageBufferBytes / (2 * slot_));
+    block_begin_ = static_cast<size_t>(bag.offsets[0]);
+    block_end_ = Fill(0, block_begin_);
+    next_end_ = Fill(1, block_end_);
+  }
+  HWY_INLINE void Ahead(size_t /*i*/) const {}
+  HWY_INLINE const uint8_t* Row(size_t i, size_t /*r*/) {
+    // A block of padding ids only is never read: skip past it.
+    while (HWY_UNLIKELY(i >= block_end_)) Advance();
+    return rows_ + ((current_ * block_ids_) + (i - block_begin_)) * slot_;
+  }
+  // After Row(i, r).
+  HWY_INLINE float Scale(size_t i, size_t /*r*/) const {
+    return scales_staged_[current_ * block_ids_ + (i - block_begin_)];
+  }
+
+ private:
+  HWY_NOINLINE void Advance() {
+    current_ ^= 1;
+    block_begin_ = block_end_;
+    block_end_ = next_end_;
+    next_end_ = Fill(current_ ^ 1, block_end_);
+  }
+  // Copies the rows of positions [from, from + block_ids_) (up to end_) into
+  // buffer half `half`; returns where they stop.
+  size_t Fill(size_t half, size_t from) {
+    const size_t to = std::min(from + block_ids_, end_);
+    uint8_t* HWY_RESTRICT dst = rows_ + half * block_ids_ * slot_;
+    float* HWY_RESTRICT scales = scales_staged_ + half * block_ids_;
+    for (size_t i = from; i < to; ++i, dst += slot_) {
+      if (i + kBagPrefetchRows < prefetch_end_) lines_.Prefetch(static_cast<size_t>(ids_[i + kBagPrefetchRows]));
+      const size_t r = static_cast<size_t>(ids_[i]);
+      const uint8_t* src = weights_ + r * row_stride_;
+      std::memcpy(scales + (i - from), scales_ + r * scale_stride_, sizeof(float));
+      size_t c = 0;
+      for (; c < lines_per_row_; ++c) {
+        _mm512_store_si512(dst + c * kCacheLine, _mm512_loadu_si512(src + c * kCacheLine));
+      }
+      // The row's last bytes with a masked load, which reads nothing past them.
+      if (tail_) _mm512_store_si512(dst + c * kCacheLine, _mm512_maskz_loadu_epi8(tail_, src + c * kCacheLine));
+    }
+    return to;
+  }
+
+  const RecordLines lines_;
+  const Id* ids_;
+  size_t end_, prefetch_end_;
+  const uint8_t* weights_;
+  const uint8_t* scales_;
+  size_t row_stride_, scale_stride_, slot_, lines_per_row_;
+  __mmask64 tail_;
+  size_t block_begin_ = 0, block_end_ = 0, next_end_ = 0, current_ = 0;
+  size_t block_ids_ = 0;
+  alignas(64) uint8_t rows_[kStageBufferBytes];
+  float scales_staged_[2 * kStageMaxIds];
+};
+#else
+#define QEMB_BAG_STAGED_ROWS 0
+#endif
+
 // Runs finish(out row) once a bag's ids are in, when at least one counted:
 // kernels that accumulate columns in their own order put them back there.
 struct NoFinish {
@@ -285,25 +439,20 @@ HWY_NOINLINE void PoolBagsS8Registers(DF df, const RequantGatherParams& p, const
 // multiply-add with -(s_a * M) rounds the same real number (checked by the
 // caller; the weight's product stays apart from its addition, as the contract
 // says). Other rows take S8Y's clamped steps. The same bits as PoolBags.
-template <size_t kV, bool kFma, bool kWeighted, typename Id>
+template <size_t kV, bool kFma, bool kWeighted, template <typename> class Rows, typename Id>
 HWY_NOINLINE void PoolBagsS8RegistersAvx3(const RequantGatherParams& p, const Id* HWY_RESTRICT ids,
                                           const BagParams& bag, float* HWY_RESTRICT out,
                                           const S8Consts<hn::ScalableTag<float>>& c) {
   const hn::ScalableTag<float> df;
   const size_t dim = p.dim;
   constexpr size_t kCols = kV * 16;
-  const size_t end = std::max(static_cast<size_t>(bag.offsets[bag.bags]), bag.lookahead_end);
   const float inv_sa = inv(p.act.scale);
   const float bound = UnclampedBound(p.act);
   const __m512 inv_v = _mm512_set1_ps(inv_sa);
   const __m512 scale_a = c.a.scale().raw;
   const __m512 magic = _mm512_set1_ps(12582912.0f);
   const __m512 minus_sm = _mm512_set1_ps(-(p.act.scale * 12582912.0f));
-  const RecordLines lines(p, dim);
-  const uint8_t* const weights = p.weights;
-  const uint8_t* const scales = reinterpret_cast<const uint8_t*>(p.row_scales);
-  const size_t row_stride = p.row_stride ? p.row_stride : dim;
-  const size_t scale_stride = p.scale_stride ? p.scale_stride : sizeof(float);
+  Rows<Id> rows(p, dim, ids, bag);
   const int64_t padding_idx = bag.padding_idx;
   const float* const id_weights = bag.weights;
   const int64_t* const offsets = bag.offsets;
@@ -315,13 +464,12 @@ HWY_NOINLINE void PoolBagsS8RegistersAvx3(const RequantGatherParams& p, const Id
     int64_t count = 0;
     const size_t bag_end = static_cast<size_t>(offsets[b + 1]);
     for (size_t i = static_cast<size_t>(offsets[b]); i < bag_end; ++i) {
-      if (i + kBagPrefetchRows < end) lines.Prefetch(static_cast<size_t>(ids[i + kBagPrefetchRows]));
+      rows.Ahead(i);
       const int64_t id = ids[i];
       if (id == padding_idx) continue;
       const size_t r = static_cast<size_t>(id);
-      float row_scale;
-      std::memcpy(&row_scale, scales + r * scale_stride, sizeof(row_scale));
-      const int8_t* HWY_RESTRICT row = reinterpret_cast<const int8_t*>(weights + r * row_stride);
+      const int8_t* HWY_RESTRICT row = reinterpret_cast<const int8_t*>(rows.Row(i, r));
+      const float row_scale = rows.Scale(i, r);
       const float w = kWeighted ? id_weights[i] : 1.0f;
       const __m512 wv = _mm512_set1_ps(w);
       const bool fits = FitsUnclamped(row_scale, inv_sa, bound);
@@ -366,13 +514,16 @@ HWY_INLINE void PoolBagsS8Avx3(const RequantGatherParams& p, const Id* ids, cons
                                const S8Consts<hn::ScalableTag<float>>& c) {
   const float sm = p.act.scale * 12582912.0f;
   const bool fma = std::isfinite(sm) && std::fma(p.act.scale, 12582912.0f, -sm) == 0.0f;
+  const bool staged = StageRows(p, bag, p.dim);
+#define QEMB_S8_AVX3_CALL(fma, weighted)                                             \
+  if (staged) PoolBagsS8RegistersAvx3<kV, fma, weighted, StagedRows>(p, ids, bag, out, c); \
+  else PoolBagsS8RegistersAvx3<kV, fma, weighted, DirectRows>(p, ids, bag, out, c);
   if (bag.weights) {
-    if (fma) PoolBagsS8RegistersAvx3<kV, true, true>(p, ids, bag, out, c);
-    else PoolBagsS8RegistersAvx3<kV, false, true>(p, ids, bag, out, c);
+    if (fma) { QEMB_S8_AVX3_CALL(true, true) } else { QEMB_S8_AVX3_CALL(false, true) }
   } else {
-    if (fma) PoolBagsS8RegistersAvx3<kV, true, false>(p, ids, bag, out, c);
-    else PoolBagsS8RegistersAvx3<kV, false, false>(p, ids, bag, out, c);
+    if (fma) { QEMB_S8_AVX3_CALL(true, false) } else { QEMB_S8_AVX3_CALL(false, false) }
   }
+#undef QEMB_S8_AVX3_CALL
 }
 #endif
 
@@ -616,11 +767,11 @@ HWY_INLINE void S4StoreBlock(const __m512* HWY_RESTRICT acc, float* HWY_RESTRICT
 // the stores put them back in column order. Columns past them (dim % 32) are
 // accumulated in memory. Each column still sees the contract's sequence of
 // operations: same bits as PoolBags.
-template <size_t kGroups, bool kBlocks, bool kLegacy, typename Id>
+template <size_t kGroups, bool kBlocks, bool kLegacy, typename Id, class Rows>
 HWY_INLINE void PoolBagS4Registers(const RequantGatherParams& p, const Id* HWY_RESTRICT ids, const BagParams& bag,
-                                   size_t begin, size_t bag_end, size_t end, float* HWY_RESTRICT o,
+                                   size_t begin, size_t bag_end, float* HWY_RESTRICT o,
                                    const ActivationVec<LutTag>& lut_act, const LegacyVec<LutTag>& lut_legacy,
-                                   const RecordLines& lines, float* HWY_RESTRICT lut) {
+                                   Rows& rows, float* HWY_RESTRICT lut) {
   const hn::Full512<float> df;
   const hn::Full512<uint32_t> du32;
   const hn::Full512<int32_t> di32;
@@ -640,12 +791,12 @@ HWY_INLINE void PoolBagS4Registers(const RequantGatherParams& p, const Id* HWY_R
   for (size_t j = kCols; j < dim; ++j) o[j] = +0.0f;
   int64_t count = 0;
   for (size_t i = begin; i < bag_end; ++i) {
-    if (i + kBagPrefetchRows < end) lines.Prefetch(static_cast<size_t>(ids[i + kBagPrefetchRows]));
+    rows.Ahead(i);
     const int64_t id = ids[i];
     if (id == bag.padding_idx) continue;
     const size_t r = static_cast<size_t>(id);
-    const uint8_t* HWY_RESTRICT row = RowWeights(p, r, row_bytes);
-    const V table = FloatLut16<kLegacy>(RowScale(p, r), weighted, weighted ? bag.weights[i] : 1.0f,
+    const uint8_t* HWY_RESTRICT row = rows.Row(i, r);
+    const V table = FloatLut16<kLegacy>(rows.Scale(i, r), weighted, weighted ? bag.weights[i] : 1.0f,
                                         lut_act, lut_legacy);
     for (size_t k = 0; k < kBlockCount; ++k) S4BlockAccumulate(row + 64 * k, table.raw, block_acc + 8 * k);
     for (size_t g = kFirstGroup; g < kGroups; ++g) {
@@ -682,22 +833,21 @@ HWY_INLINE void PoolBagS4Registers(const RequantGatherParams& p, const Id* HWY_R
   }
 }
 
-template <size_t kGroups, bool kLegacy, typename Id>
+template <size_t kGroups, bool kLegacy, template <typename> class Rows, typename Id>
 HWY_NOINLINE void PoolBagsS4Registers(const RequantGatherParams& p, const Id* HWY_RESTRICT ids,
                                       const BagParams& bag, float* HWY_RESTRICT out,
                                       const ActivationVec<LutTag>& lut_act,
                                       const LegacyVec<LutTag>& lut_legacy) {
-  const size_t end = std::max(static_cast<size_t>(bag.offsets[bag.bags]), bag.lookahead_end);
-  const RecordLines lines(p, (p.dim + 1) / 2);
+  Rows<Id> rows(p, (p.dim + 1) / 2, ids, bag);
   alignas(64) float lut[16];
   for (size_t b = 0; b < bag.bags; ++b) {
     float* HWY_RESTRICT o = out + b * bag.out_stride;
     const size_t begin = static_cast<size_t>(bag.offsets[b]);
     const size_t bag_end = static_cast<size_t>(bag.offsets[b + 1]);
     if (kGroups >= 4 && bag_end - begin >= kS4BlockMinIds) {
-      PoolBagS4Registers<kGroups, true, kLegacy>(p, ids, bag, begin, bag_end, end, o, lut_act, lut_legacy, lines, lut);
+      PoolBagS4Registers<kGroups, true, kLegacy>(p, ids, bag, begin, bag_end, o, lut_act, lut_legacy, rows, lut);
     } else {
-      PoolBagS4Registers<kGroups, false, kLegacy>(p, ids, bag, begin, bag_end, end, o, lut_act, lut_legacy, lines, lut);
+      PoolBagS4Registers<kGroups, false, kLegacy>(p, ids, bag, begin, bag_end, o, lut_act, lut_legacy, rows, lut);
     }
   }
 }
@@ -708,9 +858,13 @@ HWY_INLINE bool PoolBagsS4InRegisters(const RequantGatherParams& p, const Id* id
                                       float* out, const ActivationVec<LutTag>& lut_act,
                                       const LegacyVec<LutTag>& lut_legacy) {
   switch (p.dim / 32) {
-#define QEMB_S4_GROUPS(g)                                                            \
-  case g:                                                                            \
-    PoolBagsS4Registers<g, kLegacy>(p, ids, bag, out, lut_act, lut_legacy);         \
+#define QEMB_S4_GROUPS(g)                                                                     \
+  case g:                                                                                     \
+    if (StageRows(p, bag, (p.dim + 1) / 2)) {                                                 \
+      PoolBagsS4Registers<g, kLegacy, StagedRows>(p, ids, bag, out, lut_act, lut_legacy);     \
+    } else {                                                                                  \
+      PoolBagsS4Registers<g, kLegacy, DirectRows>(p, ids, bag, out, lut_act, lut_legacy);     \
+    }                                                                                         \
     return true;
     QEMB_S4_GROUPS(1)
     QEMB_S4_GROUPS(2)

@@ -55,6 +55,9 @@ struct RequantGatherParams {
   size_t scale_stride = 0;
   ActivationEncoding act;  // output encoding; zero_point must lie in [0, 65535]
   float max_scale = 0.0f;  // s_max = max_r s_r; read by the legacy kernels only
+  // The table's row count, or 0 if unknown: how a kernel reads the rows may
+  // depend on it (BagParams::row_reads), never what it computes.
+  size_t rows = 0;
 };
 
 // Optimized pattern: out[i][j] = optimized_output(s_r, q[r][j], act), r = ids[i].
@@ -85,6 +88,16 @@ struct BagParams {
   // prefetch rows past the last bag, so a call split into tasks keeps its
   // lookahead across their ends; 0 stops at offsets[bags].
   size_t lookahead_end = 0;
+  // How the pooled kernels read a PCQ table's rows: straight from the table
+  // with prefetches ahead (kDirect), or a block of ids' rows copied at a time
+  // into a buffer that stays in L1 and pooled from there (kStaged), so that
+  // the copies' misses overlap as a memcpy gather's do instead of waiting
+  // behind each row's arithmetic. kAuto stages where that is faster: rows of
+  // several cache lines from tables far larger than the caches
+  // (RequantGatherParams::rows). Kernels without a staged form read directly.
+  // The results are the same bits either way.
+  enum class RowReads { kAuto, kDirect, kStaged };
+  RowReads row_reads = RowReads::kAuto;
 };
 
 // `table` describes the stored rows: for the bag_u16 kernels `weights` points

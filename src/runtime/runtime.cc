@@ -57,6 +57,7 @@ void set_requant(ExecutionPlan& plan, const Tensor& weight, KernelFamily family,
     plan.requant.row_scales = weight.encoding.scales.data();
   }
   plan.requant.dim = static_cast<size_t>(weight.shape[1]);
+  plan.requant.rows = static_cast<size_t>(weight.shape[0]);
   plan.requant.act = plan.act;
   plan.requant.max_scale = max_scale;
 }

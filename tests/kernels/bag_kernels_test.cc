@@ -141,6 +141,28 @@ TEST_P(BagKernelsTest, BothFormsOfTheActivationProduct) {
   }
 }
 
+// Rows staged a block of 64 positions at a time: bags that cross blocks, a
+// bag of 1000, and whole blocks of padding ids that no row is read for, so
+// the stage moves past blocks it was never asked for.
+TEST_P(BagKernelsTest, StagedBlocks) {
+  std::vector<int64_t> ids;
+  for (int k = 0; k < 400; ++k) ids.push_back(k >= 70 && k < 260 ? 4 : (k * 7) % 23);
+  for (size_t dim : {16, 64, 128, 129, 255, 256, 271, 287}) {
+    SCOPED_TRACE(std::string(set().isa) + " dim=" + std::to_string(dim));
+    for (int bits : {4, 8}) {
+      for (GatherFamily f : {GatherFamily::kOptimized, GatherFamily::kLegacy}) {
+        BagTester().rows(23).dim(dim).lengths({65, 1, 0, 200, 63, 71}).ids(ids).padding_idx(4).scheme(bits)
+            .Test(set(), f);
+        BagTester().rows(23).dim(dim).lengths({65, 1, 0, 200, 63, 71}).ids(ids).padding_idx(4).scheme(bits)
+            .mean(true).interleaved(true).Test(set(), f);
+        BagTester().rows(23).dim(dim).lengths({400}).ids(ids).padding_idx(4).scheme(bits).weighted(true)
+            .Test(set(), f);
+        if (HasFailure()) return;
+      }
+    }
+  }
+}
+
 // One row repeated: a bag of one id many times, so every step adds the same
 // value to a growing sum (rounding differs at every step).
 TEST_P(BagKernelsTest, RepeatedIds) {

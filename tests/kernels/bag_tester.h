@@ -115,16 +115,23 @@ class BagTester {
     // The kernels under test may read every id ahead (their prefetch): under
     // the sanitizers, a read past the ids fails.
     bag.lookahead_end = n;
-    for (bool i32 : {false, true}) {
-      std::vector<float> got(out_size);
-      FillPoison(got);
-      const GatherKernel k = kernel(family, i32);
-      if (i32) {
-        i32_fn(set, family)(pk, ids32.data(), bag, got.data());
-      } else {
-        i64_fn(set, family)(pk, ids.data(), bag, got.data());
+    // Every way of reading the rows (the kernels that stage them and those
+    // that cannot), and both id widths.
+    for (BagParams::RowReads reads : {BagParams::RowReads::kDirect, BagParams::RowReads::kStaged}) {
+      bag.row_reads = reads;
+      for (bool i32 : {false, true}) {
+        std::vector<float> got(out_size);
+        FillPoison(got);
+        const GatherKernel k = kernel(family, i32);
+        if (i32) {
+          i32_fn(set, family)(pk, ids32.data(), bag, got.data());
+        } else {
+          i64_fn(set, family)(pk, ids.data(), bag, got.data());
+        }
+        const std::string name =
+            kernel_name(set, k) + (reads == BagParams::RowReads::kStaged ? " (rows staged)" : "");
+        if (!Check(name, want, got, bag.out_stride)) return;
       }
-      if (!Check(kernel_name(set, k), want, got, bag.out_stride)) return;
     }
   }
 
