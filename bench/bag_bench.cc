@@ -7,8 +7,10 @@
 //
 //   qemb_bench --benchmark_filter='^bag/' --benchmark_repetitions=3
 //              --benchmark_enable_random_interleaving=true
+//   qemb_bench --benchmark_filter='^bag/cold.*/vs_memcpy_rows'   (paired: see below)
 //   QEMB_BENCH_ISA=AVX2 qemb_bench --benchmark_filter='^bag/'   (one instruction set)
 //   QEMB_BENCH_HUGEPAGES=1 qemb_bench ...   (tables in transparent huge pages)
+//   QEMB_BENCH_ROW_READS=direct|staged qemb_bench ...   (BagParams::row_reads)
 //
 // Scenarios: batch 2048 bags of L ids (pooling factor L = 1, 20, 100), D = 64,
 // 128, 256, with random ids over the whole of
@@ -24,6 +26,7 @@
 // materialized uint16 table; one table lives at a time.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -166,6 +169,37 @@ void set_rate(benchmark::State& state, const BagScenario& s) {
                                                benchmark::Counter::kIsRate);
 }
 
+RequantGatherParams bag_params(const BagTable& t, const BagScenario& s, Kind kind) {
+  RequantGatherParams p;
+  p.weights = t.bytes.get();
+  p.row_scales = t.scales.data();
+  if (interleaved(kind)) {
+    p.weights = t.bytes.get() + 4;
+    p.row_scales = reinterpret_cast<const float*>(t.bytes.get());
+    p.row_stride = p.scale_stride = row_bytes(kind, s.dim);
+  }
+  p.dim = s.dim;
+  p.rows = s.rows;
+  p.act = qemb::ActivationEncoding{1.5e-4f, 32768};
+  p.max_scale = 1e-2f;
+  return p;
+}
+
+// QEMB_BENCH_ROW_READS=direct|staged overrides the kernels' own choice of
+// how to read rows (BagParams::row_reads).
+BagParams::RowReads row_reads() {
+  const char* env = std::getenv("QEMB_BENCH_ROW_READS");
+  if (env && std::string(env) == "direct") return BagParams::RowReads::kDirect;
+  if (env && std::string(env) == "staged") return BagParams::RowReads::kStaged;
+  return BagParams::RowReads::kAuto;
+}
+
+qemb::BagI64Fn bag_fn(const KernelSet& set, GatherKernel k) {
+  return k == GatherKernel::bag_u16_i64           ? set.bag_u16_i64
+         : k == GatherKernel::requant_bag_s4_i64 ? set.requant_bag_s4_i64
+                                                  : set.requant_bag_s8_i64;
+}
+
 // The roofline: copy each id's stored row bytes to a scratch row, discarded.
 // With `scales`, also read each row's scale, which PCQ tables keep in a
 // separate array: every bag kernel reads that second line per row too.
@@ -188,6 +222,21 @@ void bm_memcpy(benchmark::State& state, BagScenario s, Kind kind, bool scales) {
     batch = (batch + 1) % t.batches;
   }
   set_rate(state, s);
+}
+
+// One batch of the roofline (memcpy_rows), then one of the kernel, timed
+// apart, over and over: where the memory system's speed drifts within
+// seconds (a shared VM's moved 1.5-2x a minute apart), separate benchmarks
+// of the two, even randomly interleaved, catch different weather, while
+// batch-by-batch pairs see the same. Reports the kernel's ids/s (its time
+// is the iteration's), the copy's (memcpy ids/s) and x_memcpy, the copy's
+// time over the kernel's: the kernel's throughput as a fraction of the
+// roofline's.
+void copy_rows(const BagTable& t, size_t rb, const int64_t* ids, size_t n, uint8_t* scratch) {
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(scratch + (i % 16) * rb, t.bytes.get() + static_cast<size_t>(ids[i]) * rb, rb);
+  }
+  benchmark::ClobberMemory();
 }
 
 // memcpy_rows plus the output a bag kernel must write: each bag's dim
@@ -220,22 +269,10 @@ void bm_memcpy_out(benchmark::State& state, BagScenario s, Kind kind) {
 
 void bm_bag(benchmark::State& state, BagScenario s, Kind kind, KernelSet set, GatherKernel k) {
   const BagTable& t = table_for(s, kind);
-  RequantGatherParams p;
-  p.weights = t.bytes.get();
-  p.row_scales = t.scales.data();
-  if (interleaved(kind)) {
-    p.weights = t.bytes.get() + 4;
-    p.row_scales = reinterpret_cast<const float*>(t.bytes.get());
-    p.row_stride = p.scale_stride = row_bytes(kind, s.dim);
-  }
-  p.dim = s.dim;
-  p.act = qemb::ActivationEncoding{1.5e-4f, 32768};
-  p.max_scale = 1e-2f;
+  const RequantGatherParams p = bag_params(t, s, kind);
   std::vector<float> out(s.batch * s.dim);
   const size_t per_batch = s.batch * s.pooling;
-  qemb::BagI64Fn fn = k == GatherKernel::bag_u16_i64           ? set.bag_u16_i64
-                      : k == GatherKernel::requant_bag_s4_i64 ? set.requant_bag_s4_i64
-                                                               : set.requant_bag_s8_i64;
+  const qemb::BagI64Fn fn = bag_fn(set, k);
   size_t batch = static_cast<size_t>(state.thread_index()) % t.batches;
   for (auto _ : state) {
     // Offsets are absolute positions: point the ids at this batch instead.
@@ -243,11 +280,50 @@ void bm_bag(benchmark::State& state, BagScenario s, Kind kind, KernelSet set, Ga
     bag.offsets = t.offsets.data();
     bag.bags = s.batch;
     bag.out_stride = s.dim;
+    bag.row_reads = row_reads();
     fn(p, t.ids.data() + batch * per_batch, bag, out.data());
     benchmark::ClobberMemory();
     batch = (batch + 1) % t.batches;
   }
   set_rate(state, s);
+}
+
+void bm_bag_paired(benchmark::State& state, BagScenario s, Kind kind, KernelSet set, GatherKernel k) {
+  using clock = std::chrono::steady_clock;
+  const BagTable& t = table_for(s, kind);
+  const RequantGatherParams p = bag_params(t, s, kind);
+  const size_t rb = row_bytes(kind, s.dim);
+  std::vector<uint8_t> scratch(rb * 16);
+  std::vector<float> out(s.batch * s.dim);
+  const size_t per_batch = s.batch * s.pooling;
+  const qemb::BagI64Fn fn = bag_fn(set, k);
+  BagParams bag;
+  bag.offsets = t.offsets.data();
+  bag.bags = s.batch;
+  bag.out_stride = s.dim;
+  bag.row_reads = row_reads();
+  size_t batch = static_cast<size_t>(state.thread_index()) % t.batches;
+  double copy_s = 0, kernel_s = 0;
+  for (auto _ : state) {
+    const auto t0 = clock::now();
+    copy_rows(t, rb, t.ids.data() + batch * per_batch, per_batch, scratch.data());
+    batch = (batch + 1) % t.batches;
+    const auto t1 = clock::now();
+    fn(p, t.ids.data() + batch * per_batch, bag, out.data());
+    benchmark::ClobberMemory();
+    const auto t2 = clock::now();
+    batch = (batch + 1) % t.batches;
+    const double kernel = std::chrono::duration<double>(t2 - t1).count();
+    copy_s += std::chrono::duration<double>(t1 - t0).count();
+    kernel_s += kernel;
+    state.SetIterationTime(kernel);
+  }
+  const double ids = static_cast<double>(state.iterations() * per_batch);
+  state.SetItemsProcessed(static_cast<int64_t>(ids));
+  // Per thread, averaged: each thread's ids over its own time.
+  state.counters["ids/s"] = benchmark::Counter(ids / kernel_s, benchmark::Counter::kAvgThreads);
+  state.counters["memcpy ids/s"] = benchmark::Counter(ids / copy_s, benchmark::Counter::kAvgThreads);
+  state.counters["x_memcpy"] = benchmark::Counter(copy_s / kernel_s, benchmark::Counter::kAvgThreads);
 }
 
 std::vector<KernelSet> sets_to_bench() {
@@ -288,6 +364,9 @@ bool register_bag_benchmarks() {
           for (const KernelSet& set : sets) {
             benchmark::RegisterBenchmark((prefix + qemb::kernel_name(set, k)).c_str(), bm_bag, s, kind, set, k)
                 ->Threads(1)->Threads(2)->UseRealTime();
+            benchmark::RegisterBenchmark((prefix + qemb::kernel_name(set, k) + "/vs_memcpy_rows").c_str(),
+                                         bm_bag_paired, s, kind, set, k)
+                ->Threads(1)->Threads(2)->UseManualTime();
           }
         }
       }
