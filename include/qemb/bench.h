@@ -18,7 +18,7 @@ struct BenchOptions {
   bool cold = false;        // fresh random ids over the whole table every batch
   bool dequantize = false;  // dequantized output, in out_dtype
   FloatDtype out_dtype = FloatDtype::kF32;
-  double min_seconds = 0.5;  // per measurement
+  double min_seconds = 0.5;  // of each side's time, measured in short alternating turns
   uint64_t seed = 42;
   size_t hot_set = 1024;  // distinct ids a hot run cycles through
   // > 0: pooled lookups (embedding_bags, sum) of `batch` bags of this many ids

@@ -72,19 +72,38 @@ struct MemcpyGather {
   }
 };
 
-// Runs `step(batch_index)` until min_seconds pass; returns batches per second.
-template <typename Step>
-double measure(double min_seconds, size_t batches, Step step) {
+struct PairedRates {
+  double kernel_batches_per_s = 0, baseline_batches_per_s = 0;
+};
+
+// Runs kBatchesPerTurn batches of the baseline, then as many of the kernel,
+// timed apart, turn after turn until min_seconds of both pass. Where the
+// memory system's speed drifts within seconds (a shared VM's moved 1.5-2x a
+// minute apart), measurements taken one after the other catch different
+// weather; turns this short see the same, so their ratio holds. The two use
+// different batches, so the kernel never reads rows the copy just brought in.
+template <typename Kernel, typename Baseline>
+PairedRates measure_pairs(double min_seconds, size_t batches, Kernel kernel, Baseline baseline) {
   using clock = std::chrono::steady_clock;
-  for (size_t b = 0; b < std::min<size_t>(batches, 4); ++b) step(b);  // warm up
-  size_t iterations = 0;
-  const auto start = clock::now();
-  double elapsed = 0;
+  constexpr size_t kBatchesPerTurn = 8;
+  for (size_t b = 0; b < std::min<size_t>(batches, 4); ++b) {  // warm up
+    baseline(b);
+    kernel(b);
+  }
+  size_t next = 0, turns = 0;
+  double kernel_s = 0, baseline_s = 0;
   do {
-    for (int k = 0; k < 16; ++k) step(iterations++ % batches);
-    elapsed = std::chrono::duration<double>(clock::now() - start).count();
-  } while (elapsed < min_seconds);
-  return static_cast<double>(iterations) / elapsed;
+    const auto t0 = clock::now();
+    for (size_t k = 0; k < kBatchesPerTurn; ++k) baseline(next++ % batches);
+    const auto t1 = clock::now();
+    for (size_t k = 0; k < kBatchesPerTurn; ++k) kernel(next++ % batches);
+    const auto t2 = clock::now();
+    baseline_s += std::chrono::duration<double>(t1 - t0).count();
+    kernel_s += std::chrono::duration<double>(t2 - t1).count();
+    ++turns;
+  } while (kernel_s + baseline_s < 2 * min_seconds);
+  const double n = static_cast<double>(turns * kBatchesPerTurn);
+  return {n / kernel_s, n / baseline_s};
 }
 
 Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOptions& options);
@@ -204,14 +223,10 @@ Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOp
       MemcpyGather::task(&g, 0, batch);
     }
   };
-  // Alternate the two a few times and keep each one's best, so a burst of
-  // load on a shared machine does not land on one side only.
-  double kernel_batches_per_s = 0, baseline_batches_per_s = 0;
-  for (int round = 0; round < 3; ++round) {
-    kernel_batches_per_s = std::max(kernel_batches_per_s, measure(options.min_seconds / 3, batches, kernel_step));
-    QEMB_RETURN_IF_ERROR(failure);
-    baseline_batches_per_s = std::max(baseline_batches_per_s, measure(options.min_seconds / 3, batches, baseline_step));
-  }
+  const PairedRates rates = measure_pairs(options.min_seconds, batches, kernel_step, baseline_step);
+  QEMB_RETURN_IF_ERROR(failure);
+  const double kernel_batches_per_s = rates.kernel_batches_per_s;
+  const double baseline_batches_per_s = rates.baseline_batches_per_s;
 
   r.rows_per_s = kernel_batches_per_s * static_cast<double>(batch);
   r.bytes_per_s = r.rows_per_s * static_cast<double>(r.row_bytes_written);
