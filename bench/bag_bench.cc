@@ -224,14 +224,7 @@ void bm_memcpy(benchmark::State& state, BagScenario s, Kind kind, bool scales) {
   set_rate(state, s);
 }
 
-// One batch of the roofline (memcpy_rows), then one of the kernel, timed
-// apart, over and over: where the memory system's speed drifts within
-// seconds (a shared VM's moved 1.5-2x a minute apart), separate benchmarks
-// of the two, even randomly interleaved, catch different weather, while
-// batch-by-batch pairs see the same. Reports the kernel's ids/s (its time
-// is the iteration's), the copy's (memcpy ids/s) and x_memcpy, the copy's
-// time over the kernel's: the kernel's throughput as a fraction of the
-// roofline's.
+// memcpy_rows' copy of n ids' stored rows to scratch rows, discarded.
 void copy_rows(const BagTable& t, size_t rb, const int64_t* ids, size_t n, uint8_t* scratch) {
   for (size_t i = 0; i < n; ++i) {
     std::memcpy(scratch + (i % 16) * rb, t.bytes.get() + static_cast<size_t>(ids[i]) * rb, rb);
@@ -288,6 +281,14 @@ void bm_bag(benchmark::State& state, BagScenario s, Kind kind, KernelSet set, Ga
   set_rate(state, s);
 }
 
+// One batch of the roofline (memcpy_rows), then one of the kernel, timed
+// apart, over and over: where the memory system's speed drifts within
+// seconds (a shared VM's moved 1.5-2x a minute apart), separate benchmarks
+// of the two, even randomly interleaved, catch different weather, while
+// batch-by-batch pairs see the same. Reports the kernel's ids/s (its time
+// is the iteration's), the copy's (memcpy ids/s) and x_memcpy, the copy's
+// time over the kernel's: the kernel's throughput as a fraction of the
+// roofline's.
 void bm_bag_paired(benchmark::State& state, BagScenario s, Kind kind, KernelSet set, GatherKernel k) {
   using clock = std::chrono::steady_clock;
   const BagTable& t = table_for(s, kind);

@@ -98,40 +98,48 @@ HWY_INLINE size_t LookaheadEnd(const BagParams& bag) {
   return std::max(static_cast<size_t>(bag.offsets[bag.bags]), bag.lookahead_end);
 }
 
+// RowWeights and RowScale with the layout read once into locals: the
+// kernels' vector stores may alias anything, so fields read through the
+// params are loaded again for every row.
+struct RowLocations {
+  RowLocations(const RequantGatherParams& p, size_t row_bytes)
+      : weights(p.weights), scales(reinterpret_cast<const uint8_t*>(p.row_scales)),
+        row_stride(p.row_stride ? p.row_stride : row_bytes),
+        scale_stride(p.scale_stride ? p.scale_stride : sizeof(float)) {}
+  HWY_INLINE const uint8_t* Row(size_t r) const { return weights + r * row_stride; }
+  HWY_INLINE float Scale(size_t r) const {
+    float s;
+    std::memcpy(&s, scales + r * scale_stride, sizeof(s));
+    return s;
+  }
+  const uint8_t* weights;
+  const uint8_t* scales;
+  size_t row_stride, scale_stride;
+};
+
 // Rows read where they are stored: each id's row and scale from the table,
 // prefetched kBagPrefetchRows ids ahead (RecordLines).
 template <typename Id>
 class DirectRows {
  public:
   DirectRows(const RequantGatherParams& p, size_t row_bytes, const Id* ids, const BagParams& bag)
-      : lines_(p, row_bytes), ids_(ids), end_(LookaheadEnd(bag)), weights_(p.weights),
-        scales_(reinterpret_cast<const uint8_t*>(p.row_scales)),
-        row_stride_(p.row_stride ? p.row_stride : row_bytes),
-        scale_stride_(p.scale_stride ? p.scale_stride : sizeof(float)) {}
+      : lines_(p, row_bytes), at_(p, row_bytes), ids_(ids), end_(LookaheadEnd(bag)) {}
   // Before flat position i's row is read.
   HWY_INLINE void Ahead(size_t i) const {
     if (i + kBagPrefetchRows < end_) lines_.Prefetch(static_cast<size_t>(ids_[i + kBagPrefetchRows]));
   }
   // Row r, the id at flat position i (visited in increasing order).
-  HWY_INLINE const uint8_t* Row(size_t /*i*/, size_t r) const { return weights_ + r * row_stride_; }
-  HWY_INLINE float Scale(size_t /*i*/, size_t r) const {
-    float s;
-    std::memcpy(&s, scales_ + r * scale_stride_, sizeof(s));
-    return s;
-  }
+  HWY_INLINE const uint8_t* Row(size_t /*i*/, size_t r) const { return at_.Row(r); }
+  HWY_INLINE float Scale(size_t /*i*/, size_t r) const { return at_.Scale(r); }
 
  private:
   const RecordLines lines_;
+  const RowLocations at_;
   const Id* ids_;
   size_t end_;
-  const uint8_t* weights_;
-  const uint8_t* scales_;
-  size_t row_stride_, scale_stride_;
 };
 
-#undef QEMB_BAG_STAGED_ROWS
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-#define QEMB_BAG_STAGED_ROWS 1
 // The staging buffer: two blocks of rows, each of as many ids as fit up to
 // kStageMaxIds (64 ids of 256-byte rows; bigger blocks keep more misses in
 // flight: 32 -> 64 ids of 8-bit D = 256 rows, 0.96x -> 1.03x the memcpy
@@ -180,11 +188,8 @@ class StagedRows {
  public:
   // The bags' positions are read in increasing order.
   StagedRows(const RequantGatherParams& p, size_t row_bytes, const Id* ids, const BagParams& bag)
-      : lines_(p, row_bytes), ids_(ids), end_(static_cast<size_t>(bag.offsets[bag.bags])),
-        prefetch_end_(LookaheadEnd(bag)), weights_(p.weights),
-        scales_(reinterpret_cast<const uint8_t*>(p.row_scales)),
-        row_stride_(p.row_stride ? p.row_stride : row_bytes),
-        scale_stride_(p.scale_stride ? p.scale_stride : sizeof(float)),
+      : lines_(p, row_bytes), at_(p, row_bytes), ids_(ids),
+        end_(static_cast<size_t>(bag.offsets[bag.bags])), prefetch_end_(LookaheadEnd(bag)),
         slot_((row_bytes + kCacheLine - 1) / kCacheLine * kCacheLine), lines_per_row_(row_bytes / kCacheLine),
         tail_(row_bytes % kCacheLine == 0 ? 0 : ~0ull >> (kCacheLine - row_bytes % kCacheLine)) {
     block_ids_ = std::min(kStageMaxIds, kStageBufferBytes / (2 * slot_));
@@ -219,8 +224,8 @@ class StagedRows {
     for (size_t i = from; i < to; ++i, dst += slot_) {
       if (i + kBagPrefetchRows < prefetch_end_) lines_.Prefetch(static_cast<size_t>(ids_[i + kBagPrefetchRows]));
       const size_t r = static_cast<size_t>(ids_[i]);
-      const uint8_t* src = weights_ + r * row_stride_;
-      std::memcpy(scales + (i - from), scales_ + r * scale_stride_, sizeof(float));
+      const uint8_t* src = at_.Row(r);
+      scales[i - from] = at_.Scale(r);
       size_t c = 0;
       for (; c < lines_per_row_; ++c) {
         _mm512_store_si512(dst + c * kCacheLine, _mm512_loadu_si512(src + c * kCacheLine));
@@ -232,19 +237,16 @@ class StagedRows {
   }
 
   const RecordLines lines_;
+  const RowLocations at_;
   const Id* ids_;
   size_t end_, prefetch_end_;
-  const uint8_t* weights_;
-  const uint8_t* scales_;
-  size_t row_stride_, scale_stride_, slot_, lines_per_row_;
+  size_t slot_, lines_per_row_;
   __mmask64 tail_;
   size_t block_begin_ = 0, block_end_ = 0, next_end_ = 0, current_ = 0;
   size_t block_ids_ = 0;
   alignas(64) uint8_t rows_[kStageBufferBytes];
   float scales_staged_[2 * kStageMaxIds];
 };
-#else
-#define QEMB_BAG_STAGED_ROWS 0
 #endif
 
 // Runs finish(out row) once a bag's ids are in, when at least one counted:
@@ -260,7 +262,7 @@ HWY_INLINE void PoolBags(size_t dim, const Id* HWY_RESTRICT ids, const BagParams
   using DF = hn::ScalableTag<float>;
   const DF df;
   const size_t NF = hn::Lanes(df);
-  const size_t end = std::max(static_cast<size_t>(bag.offsets[bag.bags]), bag.lookahead_end);
+  const size_t end = LookaheadEnd(bag);
   const bool weighted = bag.weights != nullptr;
   for (size_t b = 0; b < bag.bags; ++b) {
     float* o = out + b * bag.out_stride;
@@ -379,11 +381,10 @@ HWY_NOINLINE void PoolBagsS8Registers(DF df, const RequantGatherParams& p, const
   const size_t NF = hn::Lanes(df);
   const size_t dim = p.dim;
   const size_t cols = kV * NF;
-  const size_t end = std::max(static_cast<size_t>(bag.offsets[bag.bags]), bag.lookahead_end);
   const bool weighted = bag.weights != nullptr;
   const float inv_sa = inv(p.act.scale);
   const float bound = UnclampedBound(p.act);
-  const RecordLines lines(p, dim);
+  const DirectRows<Id> rows(p, dim, ids, bag);
   for (size_t b = 0; b < bag.bags; ++b) {
     float* HWY_RESTRICT o = out + b * bag.out_stride;
     V acc[kV];
@@ -392,12 +393,12 @@ HWY_NOINLINE void PoolBagsS8Registers(DF df, const RequantGatherParams& p, const
     int64_t count = 0;
     const size_t bag_end = static_cast<size_t>(bag.offsets[b + 1]);
     for (size_t i = static_cast<size_t>(bag.offsets[b]); i < bag_end; ++i) {
-      if (i + kBagPrefetchRows < end) lines.Prefetch(static_cast<size_t>(ids[i + kBagPrefetchRows]));
+      rows.Ahead(i);
       const int64_t id = ids[i];
       if (id == bag.padding_idx) continue;
       const size_t r = static_cast<size_t>(id);
-      const float row_scale = RowScale(p, r);
-      const int8_t* HWY_RESTRICT row = reinterpret_cast<const int8_t*>(RowWeights(p, r, dim));
+      const float row_scale = rows.Scale(i, r);
+      const int8_t* HWY_RESTRICT row = reinterpret_cast<const int8_t*>(rows.Row(i, r));
       const V s = hn::Set(df, row_scale);
       const float w = weighted ? bag.weights[i] : 1.0f;
       const V wv = hn::Set(df, w);

@@ -225,12 +225,10 @@ Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOp
   };
   const PairedRates rates = measure_pairs(options.min_seconds, batches, kernel_step, baseline_step);
   QEMB_RETURN_IF_ERROR(failure);
-  const double kernel_batches_per_s = rates.kernel_batches_per_s;
-  const double baseline_batches_per_s = rates.baseline_batches_per_s;
 
-  r.rows_per_s = kernel_batches_per_s * static_cast<double>(batch);
+  r.rows_per_s = rates.kernel_batches_per_s * static_cast<double>(batch);
   r.bytes_per_s = r.rows_per_s * static_cast<double>(r.row_bytes_written);
-  r.baseline_rows_per_s = baseline_batches_per_s * static_cast<double>(batch);
+  r.baseline_rows_per_s = rates.baseline_batches_per_s * static_cast<double>(batch);
   r.baseline_bytes_per_s = r.baseline_rows_per_s * static_cast<double>(table.row_bytes);
   r.ratio = r.rows_per_s / r.baseline_rows_per_s;
   if (options.pooling > 0) {

@@ -141,9 +141,10 @@ TEST_P(BagKernelsTest, BothFormsOfTheActivationProduct) {
   }
 }
 
-// Rows staged a block of 64 positions at a time: bags that cross blocks, a
-// bag of 1000, and whole blocks of padding ids that no row is read for, so
-// the stage moves past blocks it was never asked for.
+// Rows staged a block of positions at a time (51 to 128 of them, by the row's
+// size): bags that cross blocks, a bag of 400, and at every dim at least one
+// whole block of padding ids that no row is read for, so the stage moves past
+// blocks it was never asked for.
 TEST_P(BagKernelsTest, StagedBlocks) {
   std::vector<int64_t> ids;
   for (int k = 0; k < 400; ++k) ids.push_back(k >= 70 && k < 260 ? 4 : (k * 7) % 23);
