@@ -1,6 +1,6 @@
 # `cmake --install build --prefix P`: the public headers, every layer as a
 # static library (the runtime's layers usable alone, without the compiler
-# side), the qemb binary, a CMake package (find_package(qemb CONFIG) with
+# side), the C API as a shared library (libqemb.so, qemb::c), the qemb binary, a CMake package (find_package(qemb CONFIG) with
 # qemb::runtime and qemb::compiler) and qemb.pc for pkg-config.
 include(CMakePackageConfigHelpers)
 
@@ -14,6 +14,7 @@ list(TRANSFORM qemb_installed_layers PREPEND qemb_ OUTPUT_VARIABLE qemb_installe
 
 install(TARGETS ${qemb_installed_targets} qemb_xxhash EXPORT qembTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS qemb_c EXPORT qembTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} NAMELINK_COMPONENT Development)
 install(TARGETS qemb RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY include/qemb DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 install(FILES ${QEMB_GENERATED_INCLUDE_DIR}/qemb/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/qemb)

@@ -7,7 +7,7 @@
 #include "qemb/qemb.h"
 
 int main(int argc, char** argv) {
-  char err[512];
+  char err[QEMB_ERROR_BUFFER_SIZE];
   qemb_runtime* rt;
   int64_t* ids;
   uint16_t* out;
@@ -17,6 +17,12 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: lookup ART ID...\n");
     return 2;
+  }
+  /* A shared libqemb.so may be another version than the header. */
+  s = QEMB_CHECK_ABI(err, sizeof err);
+  if (s != QEMB_OK) {
+    fprintf(stderr, "lookup: %s: %s\n", qemb_status_string(s), err);
+    return 1;
   }
   s = qemb_runtime_open(argv[1], NULL, &rt, err, sizeof err);
   if (s != QEMB_OK) {

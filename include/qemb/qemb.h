@@ -5,15 +5,23 @@
  * into bags (EmbeddingBag), close it. Every fallible call returns a
  * qemb_status and, when `err` is not NULL, writes the
  * library's message (NUL-terminated, truncated to err_size bytes) into the
- * caller's buffer. There is no global state: one runtime may be shared by any
- * number of threads, and each call reports its own error.
+ * caller's buffer. Messages name files, tensors and values and can run to a
+ * few hundred bytes; QEMB_ERROR_BUFFER_SIZE bytes hold every message whole.
+ * There is no global state: one runtime may be shared by any number of
+ * threads, and each call reports its own error.
  *
- * Link: qemb::runtime (CMake) or `pkg-config --libs qemb`. */
+ * Link: qemb::runtime (CMake, static) or `pkg-config --libs qemb`; or the
+ * shared library libqemb.so (qemb::c, `-lqemb`), which exports only these
+ * functions. A program that loads the shared library should call
+ * QEMB_CHECK_ABI once (see qemb_abi_check). */
 #ifndef QEMB_QEMB_H_
 #define QEMB_QEMB_H_
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "qemb/version.h"
+#define QEMB_HEADER_VERSION QEMB_VERSION
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,6 +44,10 @@ typedef enum qemb_status {
 
 /* "ok", "invalid argument", "out of range", ...; never NULL. */
 const char* qemb_status_string(qemb_status status);
+
+/* An error buffer of this many bytes holds any message whole (longer
+ * messages are cut, still NUL-terminated, to the err_size given). */
+#define QEMB_ERROR_BUFFER_SIZE 1024
 
 /* The library's version, "MAJOR.MINOR.PATCH" (QEMB_VERSION of qemb/version.h). */
 const char* qemb_version(void);
@@ -146,6 +158,18 @@ typedef struct qemb_bags {
 /* All zero: no arrays, int64 ids and boundaries, B + 1 offsets, sum, no
  * weights, no padding id, the first table. */
 qemb_bags qemb_bags_default(void);
+
+/* Checks that the program and the library it runs with agree on the C API's
+ * structs (qemb_bags, qemb_runtime_options): a program built against one
+ * version's header and run with another library (the shared libqemb.so
+ * replaced under it) would otherwise pass structs of the wrong size. QEMB_OK
+ * when they agree; else QEMB_VERSION_ERROR naming both sizes and versions.
+ * Call it through QEMB_CHECK_ABI(err, err_size), which passes this header's
+ * sizes. */
+qemb_status qemb_abi_check(size_t bags_size, size_t runtime_options_size, const char* header_version, char* err,
+                           size_t err_size);
+#define QEMB_CHECK_ABI(err, err_size) \
+  qemb_abi_check(sizeof(qemb_bags), sizeof(qemb_runtime_options), QEMB_HEADER_VERSION, (err), (err_size))
 
 /* The number of bags B that `bags` describes (not yet checked against its ids). */
 qemb_status qemb_bag_count(const qemb_bags* bags, size_t* count, char* err, size_t err_size);

@@ -194,6 +194,22 @@ extern "C" {
 
 const char* qemb_version(void) { return QEMB_VERSION; }
 
+qemb_status qemb_abi_check(size_t bags_size, size_t runtime_options_size, const char* header_version, char* err,
+                           size_t err_size) {
+  if (bags_size == sizeof(qemb_bags) && runtime_options_size == sizeof(qemb_runtime_options)) {
+    write_message("", err, err_size);
+    return QEMB_OK;
+  }
+  const std::string built = header_version != nullptr ? std::string(header_version) : std::string("?");
+  return fail(QEMB_VERSION_ERROR,
+              "the program was built against qemb " + built + "'s qemb/qemb.h (qemb_bags " +
+                  std::to_string(bags_size) + " bytes, qemb_runtime_options " + std::to_string(runtime_options_size) +
+                  ") but runs with the qemb " QEMB_VERSION " library (" + std::to_string(sizeof(qemb_bags)) + " and " +
+                  std::to_string(sizeof(qemb_runtime_options)) +
+                  " bytes); rebuild the program against the installed headers",
+              err, err_size);
+}
+
 const char* qemb_status_string(qemb_status status) {
   static_assert(sizeof(qemb_status) == sizeof(int));
   int code = 0;  // read as int: C callers may pass any value (see qemb_runtime_open)

@@ -481,13 +481,28 @@ int main(int argc, char** argv) {
   uint16_t* expected;
   uint16_t* out16;
   float* outf;
-  char err[256];
+  char err[QEMB_ERROR_BUFFER_SIZE];
   char small[8];
   qemb_runtime* rt = NULL;
   qemb_runtime_options options;
   qemb_status s;
 
   if (argc >= 2 && strcmp(argv[1], "--tables") == 0) return check_tables(argc, argv);
+  /* The header and the library agree; a program built against other
+     structs is told so, with both sizes. */
+  CHECK(strcmp(qemb_version(), QEMB_VERSION) == 0);
+  CHECK(QEMB_CHECK_ABI(err, sizeof err) == QEMB_OK && err[0] == '\0');
+  {
+    char want[512];
+    snprintf(want, sizeof want,
+             "the program was built against qemb 0.0.9's qemb/qemb.h (qemb_bags %u bytes, qemb_runtime_options %u) "
+             "but runs with the qemb %s library (%u and %u bytes); rebuild the program against the installed headers",
+             (unsigned)(sizeof(qemb_bags) - 8), (unsigned)sizeof(qemb_runtime_options), QEMB_VERSION,
+             (unsigned)sizeof(qemb_bags), (unsigned)sizeof(qemb_runtime_options));
+    CHECK(qemb_abi_check(sizeof(qemb_bags) - 8, sizeof(qemb_runtime_options), "0.0.9", err, sizeof err) ==
+          QEMB_VERSION_ERROR);
+    CHECK(strcmp(err, want) == 0);
+  }
   if (argc < 5) {
     fprintf(stderr, "usage: c_api_test ART EXPECTED_U16.npy VOCAB ID...\n");
     return 2;

@@ -28,6 +28,19 @@ if nm -C "$tmp/consumer/lookup" | grep -q 'qemb::compile_rows'; then
   echo "lookup (qemb::runtime) pulled in the compiler" >&2; exit 1
 fi
 
+# The shared C API: a SONAME with the major version, only qemb_* exported,
+# and the same rows.
+lib=$(find "$prefix" -name 'libqemb.so.*.*.*')
+[[ -n $lib ]] || { echo "no libqemb.so.MAJOR.MINOR.PATCH installed" >&2; exit 1; }
+soname=$(objdump -p "$lib" | awk '$1 == "SONAME" {print $2}')
+[[ $soname == libqemb.so.$(sed -n 's/^#define QEMB_VERSION_MAJOR //p' "$prefix/include/qemb/version.h") ]] ||
+  { echo "libqemb.so has SONAME '$soname'" >&2; exit 1; }
+others=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^qemb_' || true)
+[[ -z $others ]] || { echo "libqemb.so exports more than qemb_*:" >&2; echo "$others" | head >&2; exit 1; }
+LD_LIBRARY_PATH="$(dirname "$lib")" "$tmp/consumer/lookup_shared" "$tmp/t.qemb" "${ids[@]}" > "$tmp/shared.txt"
+readelf -d "$tmp/consumer/lookup_shared" | grep -qF "[$soname]" ||
+  { echo "lookup_shared does not load $soname" >&2; exit 1; }
+
 # pkg-config: the same C program, from the .pc file alone.
 cc -std=c99 -o "$tmp/lookup_pc" "$src/examples/consumer/lookup.c" \
   $(PKG_CONFIG_PATH="$pc" pkg-config --cflags --libs qemb)
@@ -36,6 +49,7 @@ cc -std=c99 -o "$tmp/lookup_pc" "$src/examples/consumer/lookup.c" \
 [[ $(wc -l < "$tmp/cxx.txt") -eq ${#ids[@]} ]] || { echo "expected ${#ids[@]} rows" >&2; cat "$tmp/cxx.txt"; exit 1; }
 diff "$tmp/cxx.txt" "$tmp/c.txt"
 diff "$tmp/cxx.txt" "$tmp/pc.txt"
+diff "$tmp/cxx.txt" "$tmp/shared.txt"
 # The installed CLI reads the artifact the consumer wrote, and agrees.
 "$prefix/bin/qemb" run "$tmp/t.qemb" --tokens "$(IFS=,; echo "${ids[*]}")" > "$tmp/cli.txt"
 diff "$tmp/cxx.txt" "$tmp/cli.txt"
