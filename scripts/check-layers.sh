@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the layering the README states: no source or public header includes
+# Checks the layering docs/README.md states (its layout of the source tree): no source or public header includes
 # a header of a layer above its own. Each layer may include itself and the
 # layers it builds on (the DEPS of qemb_layer in CMakeLists.txt, transitively).
 # Also checks the public face: a header under include/qemb/ includes only
