@@ -36,6 +36,11 @@ struct CompileOptions {
   std::string node_name = "embedding";
   // Threads that quantize rows; 0 = one per core.
   int threads = 0;
+  // The legacy pattern's per-tensor approximation wipes out rows whose scale
+  // is under s_max / (2 qmax) (CompiledEmbedding::collapsed_rows). -1 = any
+  // number (they are reported); N >= 0 = the compile fails, writing nothing,
+  // when more than N rows collapse.
+  int64_t max_collapsed_rows = -1;
   // Called now and then from the calling thread while rows are processed
   // (phase is "scan" or "quantize"); the library itself prints nothing.
   std::function<void(const char* phase, int64_t rows_done, int64_t rows_total)> progress;
@@ -54,8 +59,18 @@ struct CompiledEmbedding {
   std::string mode_reason;
   TargetVersion target;
   ActivationEncoding act;
+  // Rows the deployed pattern collapses to a constant (legacy pattern only;
+  // 0 for the optimized one), out of the table's rows; also in metadata
+  // ("collapsed_rows").
+  int64_t collapsed_rows = 0;
   nlohmann::json metadata;  // provenance written into the artifact
 };
+
+// "the legacy pattern collapses N of V rows (P%) of this SCHEME table to a
+// constant (...); target QNN SDK >= 2.48 ..." : what compile and eval say
+// when the deployed pattern wipes rows out (option names as CompileOptions
+// fields; the CLI and Python print their own flags).
+std::string collapse_message(int64_t collapsed, int64_t rows, Scheme scheme);
 
 // Where a float table came from, for provenance.
 struct TableSource {

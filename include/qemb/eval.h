@@ -140,6 +140,26 @@ struct EvalReport {
   std::vector<EvalResult> results;          // per scheme: optimized, then legacy
 };
 
+// What eval recommends for the target: among the evaluated results of the
+// pattern the target deploys, the smallest scheme (fewest bytes a value) that
+// collapses no row and keeps the 1st-percentile row cosine >= 0.99; when none
+// does, the most accurate, saying what falls short and what would help (a
+// newer SDK's optimized pattern, a wider scheme).
+inline constexpr double kRecommendMinCosP1 = 0.99;
+struct EvalRecommendation {
+  bool found = false;  // false when no pattern validates for the target
+  Scheme scheme = Scheme::k16a4w;
+  Pattern pattern = Pattern::kOptimized;
+  std::string text;  // one sentence: which, and why
+};
+EvalRecommendation recommend(const EvalReport& report);
+// CI gates over every deployed result: SQNR >= min_sqnr_db and collapsed rows
+// <= max_collapsed_pct percent of the evaluated rows. kValidationError naming
+// each result that fails (EvalOptions.min_sqnr_db / max_collapsed_pct, the
+// CLI's --min-sqnr / --max-collapsed-pct).
+Status check_eval_gates(const EvalReport& report, std::optional<double> min_sqnr_db,
+                        std::optional<double> max_collapsed_pct);
+
 // Schemes from "16a4w", "16a8w" or "all" (both).
 Result<std::vector<Scheme>> parse_eval_schemes(const std::string& text);
 
@@ -162,7 +182,8 @@ Result<EvalReport> evaluate_checkpoint(const std::string& checkpoint, const Eval
 // "max_abs_err", "mean_abs_err", "rms_err", "weight_*", "act_*",
 // "collapsed_rows", "collapsed_fraction", "clipped_values",
 // "clipped_fraction", "worst_rows": [{"id", "row_scale", "rel_err",
-// "max_abs_err", "cos"}]}]}. Non-finite numbers are null.
+// "max_abs_err", "cos"}]}], "recommendation": {"scheme", "pattern",
+// "reason"}}. Non-finite numbers are null.
 nlohmann::ordered_json eval_report_json(const EvalReport& report);
 // The readable table `qemb eval` prints.
 std::string format_eval_report(const EvalReport& report);

@@ -60,6 +60,13 @@ inline int8_t legacy_intermediate(float row_scale, int q, float max_scale, int q
   return static_cast<int8_t>(
       clamp_to_int(rne((row_scale * static_cast<float>(q)) * inv(max_scale)), -qmax, qmax));
 }
+// Legacy pattern: a row collapses when even its largest value (q = qmax,
+// which every row whose scale is above kEps holds) requantizes to 0 at the
+// per-tensor max scale, i.e. s_r < s_max / (2 qmax): every value of the row
+// then reads back as the same constant.
+inline bool legacy_row_collapses(float row_scale, float max_scale, int qmax) {
+  return row_scale > kEps && legacy_intermediate(row_scale, qmax, max_scale, qmax) == 0;
+}
 // Legacy pattern, both ops: q16(s_max * qi).
 inline uint16_t legacy_output(float row_scale, int q, float max_scale, int qmax,
                               const ActivationEncoding& a) {

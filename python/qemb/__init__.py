@@ -14,6 +14,8 @@ qemb.torch has drop-in nn.Embedding and nn.EmbeddingBag replacements.
 """
 from __future__ import annotations
 
+import warnings
+
 from . import _qemb
 from ._qemb import (  # noqa: F401
     CorruptArtifact,
@@ -35,10 +37,32 @@ from ._qemb import (  # noqa: F401
 )
 
 __all__ = [
-    "Artifact", "Runtime", "compile", "embedding_bags", "evaluate", "fakequant",
+    "Artifact", "Runtime", "compile", "embedding_bags", "evaluate", "fakequant", "CollapseWarning",
     "Error", "InvalidArgument", "IdOutOfRange", "NotFound", "ParseError", "Unsupported", "IoError",
     "CorruptArtifact", "VersionError", "ValidationError", "InternalError",
 ]
+
+
+class CollapseWarning(UserWarning):
+    """The compiled pattern wipes rows out: the legacy pattern (an old or
+    unknown QNN SDK) reads rows whose scale is under 1/(2 qmax) of the largest
+    back as a constant. Target QNN SDK >= 2.48 (qnn_sdk_version="2.48") for the
+    optimized pattern, or pass max_collapsed_rows=0 to make it an error.
+    Filter it like any warning: warnings.simplefilter("error", qemb.CollapseWarning)."""
+
+
+def _warn_collapse(artifact, stacklevel):
+    tables = artifact.get("tables") or [artifact]
+    for t in tables:
+        n = t.get("collapsed_rows") or 0
+        if n > 0:
+            where = f"table {t.get('name')!r}: " if len(tables) > 1 else ""
+            warnings.warn(
+                f"{where}the legacy pattern collapses {n} of {t.get('vocab_size')} rows "
+                f"({100.0 * n / t.get('vocab_size'):.2f}%) of this {t.get('scheme')} table to a constant; "
+                f"target QNN SDK >= 2.48 (qnn_sdk_version=\"2.48\") for the optimized pattern, which loses none "
+                f"(max_collapsed_rows=0 makes this an error)",
+                CollapseWarning, stacklevel=stacklevel + 1)
 
 
 class Artifact(dict):
@@ -78,7 +102,8 @@ def _float32(source):
 
 
 def compile(source, *, tensor=None, scheme="16a4w", pattern="auto", qnn_sdk_version=None,
-            calibration_tokens=None, mode="auto", memory_budget=None, threads=0, out, name=None) -> Artifact:
+            calibration_tokens=None, mode="auto", memory_budget=None, threads=0, out, name=None,
+            max_collapsed_rows=None) -> Artifact:
     """Quantizes a table and writes the .qemb artifact `out`; returns its description.
 
     source              a safetensors checkpoint path, or a 2-D table: a numpy
@@ -92,6 +117,9 @@ def compile(source, *, tensor=None, scheme="16a4w", pattern="auto", qnn_sdk_vers
     mode                "materialize", "fused" or "auto" (fused above memory_budget bytes)
     threads             threads that quantize rows (0 = one per core)
     name                node name of the lowered ops (default "embedding")
+    max_collapsed_rows  None: rows the deployed pattern collapses are reported
+                        (the result's "collapsed_rows") with a CollapseWarning;
+                        N >= 0: more than N is a ValidationError, nothing written
 
     The file appears only when complete; on any error nothing is written.
     """
@@ -99,10 +127,12 @@ def compile(source, *, tensor=None, scheme="16a4w", pattern="auto", qnn_sdk_vers
         array, hint = source, None
     else:
         array, hint = _table(source)
-    return Artifact(_qemb.compile(array, tensor=tensor, scheme=scheme, pattern=pattern,
-                                  qnn_sdk_version=qnn_sdk_version, calibration_tokens=calibration_tokens,
-                                  mode=mode, memory_budget=memory_budget, threads=threads, out=out,
-                                  name=name, dtype=hint))
+    artifact = Artifact(_qemb.compile(array, tensor=tensor, scheme=scheme, pattern=pattern,
+                                      qnn_sdk_version=qnn_sdk_version, calibration_tokens=calibration_tokens,
+                                      mode=mode, memory_budget=memory_budget, threads=threads, out=out,
+                                      name=name, dtype=hint, max_collapsed_rows=max_collapsed_rows))
+    _warn_collapse(artifact, stacklevel=2)
+    return artifact
 
 
 def evaluate(source, *, tensor=None, scheme="all", qnn_sdk_version=None, calibration_tokens=None,

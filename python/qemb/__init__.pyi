@@ -39,6 +39,10 @@ class ValidationError(Error, ValueError):
 class InternalError(Error, RuntimeError):
     code: str
 
+class CollapseWarning(UserWarning):
+    """The compiled (legacy) pattern reads some rows back as a constant."""
+
+
 class Artifact(dict[str, Any]):
     """The fields of `qemb inspect --json`, as keys and as attributes."""
     scheme: str
@@ -113,7 +117,7 @@ def embedding_bags(tables: list[_BagTable], *, dtype: _BagDType = "f32",
 def compile(source: Union[_Path, _Table], *, tensor: Optional[str] = None, scheme: str = "16a4w",
             pattern: str = "auto", qnn_sdk_version: Optional[str] = None, calibration_tokens: _Tokens = None,
             mode: str = "auto", memory_budget: Optional[int] = None, threads: int = 0, out: _Path,
-            name: Optional[str] = None) -> Artifact:
+            name: Optional[str] = None, max_collapsed_rows: Optional[int] = None) -> Artifact:
     """Quantizes a checkpoint's embedding or a 2-D table into the .qemb file `out`."""
 
 def evaluate(source: Union[_Path, _Table], *, tensor: Optional[str] = None, scheme: str = "all",

@@ -592,7 +592,8 @@ py::object compile(const py::object& source, const std::optional<std::string>& t
                    const std::string& pattern, const std::optional<std::string>& qnn_sdk_version,
                    const py::object& calibration_tokens, const std::string& mode,
                    const std::optional<uint64_t>& memory_budget, int threads, const py::object& out,
-                   const std::optional<std::string>& name, const std::optional<std::string>& dtype) {
+                   const std::optional<std::string>& name, const std::optional<std::string>& dtype,
+                   const std::optional<int64_t>& max_collapsed_rows) {
   if (out.is_none()) throw_error(ErrorCode::kInvalidArgument, "compile needs out= (the .qemb path to write)");
   const std::string out_path = fspath(out);
   CompileOptions o;
@@ -605,6 +606,10 @@ py::object compile(const py::object& source, const std::optional<std::string>& t
   if (threads < 0)
     throw_error(ErrorCode::kInvalidArgument, "threads is " + std::to_string(threads) + ": expected 0 (one per core) or more");
   o.threads = threads;
+  if (max_collapsed_rows && *max_collapsed_rows < 0)
+    throw_error(ErrorCode::kInvalidArgument, "max_collapsed_rows is " + std::to_string(*max_collapsed_rows) +
+                                                 ": expected None (any number) or 0 or more");
+  o.max_collapsed_rows = max_collapsed_rows.value_or(-1);
   if (name) o.node_name = *name;
   o.calibration_tokens = token_list(calibration_tokens, &o.calibration_source);
   Result<CompiledEmbedding> r = Error();
@@ -846,7 +851,7 @@ dtype, out as for Runtime.embedding_bag. Every table needs the same number of ba
   m.def("compile", &compile, arg("source"), py::kw_only(), arg("tensor") = py::none(), arg("scheme") = "16a4w",
         arg("pattern") = "auto", arg("qnn_sdk_version") = py::none(), arg("calibration_tokens") = py::none(),
         arg("mode") = "auto", arg("memory_budget") = py::none(), arg("threads") = 0, arg("out") = py::none(),
-        arg("name") = py::none(), arg("dtype") = py::none(),
+        arg("name") = py::none(), arg("dtype") = py::none(), arg("max_collapsed_rows") = py::none(),
         "Compiles a checkpoint path or a 2-D array into out; returns the artifact's description (a dict). "
         "dtype='BF16' marks a 16-bit integer array as raw bfloat16 bits.");
   m.def("evaluate", &evaluate, arg("source"), py::kw_only(), arg("tensor") = py::none(), arg("scheme") = "all",

@@ -119,3 +119,30 @@ def test_fakequant_equals_cli(table_checkpoint, tmp, pattern, sdk):
     # ... and what a runtime compiled the same way returns, dequantized.
     qemb.compile(table, scheme="16a4w", qnn_sdk_version=sdk, out=os.path.join(tmp, "a.qemb"))
     np.testing.assert_array_equal(qemb.Runtime(os.path.join(tmp, "a.qemb")).lookup_dequantized(np.arange(96)), values)
+
+
+COLLAPSING = np.array([[7.0, -3.0, 1.0, 0.5], [0.4, -0.1, 0.2, 0.0], [-0.6, 0.3, 0.0, 0.1],
+                       [0.02, -0.01, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0], [0.49, 0.2, -0.3, 0.1]], dtype=np.float32)
+
+
+def test_compile_warns_when_the_legacy_pattern_collapses_rows(tmp):
+    out = os.path.join(tmp, "a.qemb")
+    with pytest.warns(qemb.CollapseWarning) as caught:
+        info = qemb.compile(COLLAPSING, scheme="16a4w", qnn_sdk_version="2.37", out=out)
+    assert info.collapsed_rows == 3 and info.pattern == "legacy"
+    assert str(caught[0].message) == (
+        "the legacy pattern collapses 3 of 6 rows (50.00%) of this 16a4w table to a constant; target QNN SDK "
+        ">= 2.48 (qnn_sdk_version=\"2.48\") for the optimized pattern, which loses none (max_collapsed_rows=0 "
+        "makes this an error)")
+    assert caught[0].filename == __file__  # points at the caller's line
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert qemb.compile(COLLAPSING, qnn_sdk_version="2.48", out=out).collapsed_rows == 0
+    before = open(out, "rb").read()
+    with pytest.raises(qemb.ValidationError, match=r"collapses 3 of 6 rows .* more than "
+                                                   r"CompileOptions.max_collapsed_rows = 0; nothing was written"):
+        qemb.compile(COLLAPSING, qnn_sdk_version="2.37", out=out, max_collapsed_rows=0)
+    assert open(out, "rb").read() == before
+    with pytest.raises(qemb.InvalidArgument, match="max_collapsed_rows is -1"):
+        qemb.compile(COLLAPSING, qnn_sdk_version="2.37", out=out, max_collapsed_rows=-1)

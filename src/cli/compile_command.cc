@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "cli/cli.h"
+#include "cli/option_names.h"
 #include "qemb/checkpoint.h"
 #include "qemb/compiler.h"
 #include "core/file.h"
@@ -109,8 +110,9 @@ void add_compile_command(CLI::App& app, Action& run) {
     std::string checkpoint, sdk_version, calibration, out, name = "embedding";
     std::vector<std::string> tensors, schemes = {"16a4w"}, patterns = {"auto"}, modes = {"auto"};
     uint64_t memory_budget = kDefaultMemoryBudget;
-    bool quiet = false, json = false;
+    bool quiet = false, json = false, fail_on_collapse = false;
     int threads = 0;
+    int64_t max_collapsed_rows = -1;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand("compile", "Quantize a checkpoint's embedding into a .qemb artifact");
@@ -148,6 +150,13 @@ void add_compile_command(CLI::App& app, Action& run) {
   cmd->add_option("--threads", f->threads, "threads that quantize rows (0 = one per core)")
       ->check(count_rule(0, kMaxThreads))
       ->capture_default_str();
+  CLI::Option* fail_opt = cmd->add_flag(
+      "--fail-on-collapse", f->fail_on_collapse,
+      "fail (exit 1, nothing written) when the deployed pattern collapses any row (--max-collapsed-rows 0)");
+  cmd->add_option("--max-collapsed-rows", f->max_collapsed_rows,
+                  "fail (exit 1, nothing written) when the deployed pattern collapses more than N rows")
+      ->check(count_rule(0, kMaxCount))
+      ->excludes(fail_opt);
   cmd->add_flag("--quiet", f->quiet, "print nothing on success and no progress bar");
   cmd->add_flag("--json", f->json,
                 "print the new artifact as `qemb inspect --json` does, with the compile's timing");
@@ -167,6 +176,7 @@ void add_compile_command(CLI::App& app, Action& run) {
       base.qnn_sdk_version = f->sdk_version;
       base.memory_budget = f->memory_budget;
       base.threads = f->threads;
+      base.max_collapsed_rows = f->fail_on_collapse ? 0 : f->max_collapsed_rows;
       // Progress only for a person watching a terminal.
       if (!f->quiet && ::isatty(STDERR_FILENO)) base.progress = ProgressBar();
       if (!f->calibration.empty()) {
@@ -196,6 +206,18 @@ void add_compile_command(CLI::App& app, Action& run) {
       QEMB_ASSIGN_OR_RETURN(std::vector<CompiledEmbedding> compiled,
                             compile_checkpoint_tables(f->checkpoint, tables, f->out));
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      // Never lose accuracy silently: the legacy fallback (an old or unknown
+      // SDK) is kept, but what it costs is said, even with --quiet or --json.
+      for (size_t i = 0; i < compiled.size(); ++i) {
+        if (compiled[i].collapsed_rows == 0) continue;
+        const std::string table = compiled.size() > 1 ? "table '" + escape_control(tables[i].node_name) + "': " : "";
+        std::fprintf(stderr, "qemb: warning: %s%s (--fail-on-collapse or --max-collapsed-rows N make this an error)\n",
+                     table.c_str(),
+                     with_flag_names(collapse_message(compiled[i].collapsed_rows,
+                                                      compiled[i].metadata["vocab_size"].get<int64_t>(),
+                                                      tables[i].scheme))
+                         .c_str());
+      }
       if (f->json) {
         // What inspect reads back from the file, checksums verified.
         QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(f->out));

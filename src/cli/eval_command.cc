@@ -1,6 +1,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "cli/cli.h"
 #include "core/json_text.h"
@@ -17,6 +18,7 @@ void add_eval_command(CLI::App& app, Action& run) {
     size_t worst_rows = 10;
     bool json = false, quiet = false;
     int threads = 0;
+    double min_sqnr = 0.0, max_collapsed_pct = 0.0;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
@@ -41,8 +43,17 @@ void add_eval_command(CLI::App& app, Action& run) {
       ->capture_default_str();
   cmd->add_flag("--quiet", f->quiet, "no progress bar");
   cmd->add_option("--report", f->report, "write a self-contained HTML report with plots");
-  cmd->callback([f, &run] {
-    run = [f]() -> Status {
+  CLI::Option* min_sqnr = cmd->add_option("--min-sqnr", f->min_sqnr,
+                  "for CI: exit 1 (after the report) when a deployed pattern's SQNR is below DB decibels")
+      ->check(CLI::Range(-1000.0, 1000.0));
+  CLI::Option* max_collapsed = cmd->add_option("--max-collapsed-pct", f->max_collapsed_pct,
+                  "for CI: exit 1 (after the report) when a deployed pattern collapses more than P percent of rows")
+      ->check(CLI::Range(0.0, 100.0));
+  cmd->callback([f, &run, min_sqnr, max_collapsed] {
+    const std::optional<double> gate_sqnr = min_sqnr->count() ? std::optional<double>(f->min_sqnr) : std::nullopt;
+    const std::optional<double> gate_collapsed =
+        max_collapsed->count() ? std::optional<double>(f->max_collapsed_pct) : std::nullopt;
+    run = [f, gate_sqnr, gate_collapsed]() -> Status {
       EvalOptions o;
       o.tensor = f->tensor;
       QEMB_ASSIGN_OR_RETURN(o.schemes, parse_eval_schemes(f->scheme));
@@ -71,10 +82,17 @@ void add_eval_command(CLI::App& app, Action& run) {
         std::printf("%s\n", json_text(eval_report_json(report), 2).c_str());
       } else {
         std::FILE* out = summary_stream(f->report);
-        std::fputs(format_eval_report(report).c_str(), out);
+        const std::string text = format_eval_report(report);
+        // Through write_stdout when it is standard output, so a failed write
+        // names its cause (a full disk) even when the text outgrows stdio's buffer.
+        if (out == stdout) {
+          QEMB_RETURN_IF_ERROR(write_stdout(text.data(), text.size()));
+        } else {
+          std::fputs(text.c_str(), out);
+        }
         if (!f->report.empty()) std::fprintf(out, "\nwrote report %s\n", escape_control(f->report).c_str());
       }
-      return Status::Ok();
+      return check_eval_gates(report, gate_sqnr, gate_collapsed);
     };
   });
 }

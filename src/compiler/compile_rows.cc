@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,16 @@
 #include "passes/weight_kernels.h"
 
 namespace qemb {
+
+std::string collapse_message(int64_t collapsed, int64_t rows, Scheme scheme) {
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.2f%%", 100.0 * static_cast<double>(collapsed) / static_cast<double>(rows));
+  return "the legacy pattern collapses " + std::to_string(collapsed) + " of " + std::to_string(rows) + " rows (" +
+         pct + ") of this " + to_string(scheme) +
+         " table to a constant (their scales are under 1/(2 qmax) of the largest); target QNN SDK >= 2.48 "
+         "(CompileOptions.qnn_sdk_version = 2.48) for the optimized pattern, which loses none" +
+         (scheme == Scheme::k16a4w ? std::string(", or use 16a8w, which collapses fewer") : std::string());
+}
 
 Result<CompiledEmbedding> compile_table(const float* table, int64_t rows, int64_t dim,
                                         const CompileOptions& options, const TargetVersion& target,
@@ -166,6 +177,17 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
                         lower_embedding(weight_tensor_of(scales, lowered_data), out.act, target, lo_opts));
   out.pattern = lowered.pattern;
   out.pattern_reason = lowered.reason;
+  // What the deployed pattern costs, measured before anything is written:
+  // the legacy pattern's max-scale approximation collapses small-scale rows.
+  if (out.pattern == Pattern::kLegacy) {
+    const float s_max = *std::max_element(scales.begin(), scales.end());
+    for (const float s : scales) out.collapsed_rows += legacy_row_collapses(s, s_max, qmax) ? 1 : 0;
+  }
+  if (options.max_collapsed_rows >= 0 && out.collapsed_rows > options.max_collapsed_rows)
+    return make_error(ErrorCode::kValidationError, collapse_message(out.collapsed_rows, rows, options.scheme) +
+                                                       ", more than CompileOptions.max_collapsed_rows = " +
+                                                       std::to_string(options.max_collapsed_rows) +
+                                                       "; nothing was written");
   Graph& graph = lowered.graph;
   size_t convert = 0;
   const std::optional<ConvertFold> fold = fold_to_u16 ? ConvertFold::find(graph, &convert) : std::nullopt;
@@ -249,6 +271,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   m["dim"] = dim;
   m["act_scale"] = out.act.scale;
   m["act_offset"] = out.act.offset();
+  m["collapsed_rows"] = out.collapsed_rows;
   m["calibration"] = {
       {"source", options.calibration_tokens ? options.calibration_source : "all table values"},
       {"tokens", options.calibration_tokens ? options.calibration_tokens->size() : 0}};

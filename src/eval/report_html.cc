@@ -435,6 +435,7 @@ th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: right; white-spac
 th { background: #eef1f4; white-space: normal; vertical-align: bottom; }
 td.text, th.text { text-align: left; }
 tr.deployed td { background: #eef7ee; font-weight: 600; }
+tr.deployed.collapses td { background: #fbe9e7; }
 .swatch { display: inline-block; width: 10px; height: 10px; margin-right: 5px; border-radius: 2px; }
 .plots { display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); gap: 16px; }
 svg.plot { background: #fff; border: 1px solid #ddd; border-radius: 4px; font-family: inherit; width: 100%;
@@ -450,7 +451,9 @@ std::string metrics_table(const EvalReport& report) {
       "<th>max |err|</th><th>mean |err|</th><th>weight part<br>mean |err|</th><th>activation part<br>mean |err|</th>"
       "<th>collapsed rows</th><th>clipped values</th></tr>\n";
   for (const EvalResult& r : report.results) {
-    s += std::string("<tr") + (r.deployed ? " class=\"deployed\"" : "") + ">";
+    // The deployed pattern is marked, green only when it does not wipe rows out.
+    s += std::string("<tr") +
+         (r.deployed ? (r.collapsed_rows > 0 ? " class=\"deployed collapses\"" : " class=\"deployed\"") : "") + ">";
     s += std::string("<td class=\"text\">") + to_string(r.scheme) + "</td>";
     s += printf_string("<td class=\"text\"><span class=\"swatch\" style=\"background:%s\"></span>%s</td>", color_of(r.pattern),
              to_string(r.pattern));
@@ -523,7 +526,9 @@ std::string render_html_report(const EvalReport& report) {
 
   s += "<section id=\"summary\">\n<h2>Summary</h2>\n" + summary(report) + "</section>\n";
   s += "<section id=\"metrics-section\">\n<h2>Metrics</h2>\n" + metrics_table(report) +
-       "<p class=\"note\">Green row: the pattern a compile for this target deploys. The weight part is the error of "
+       "<p class=\"recommendation\"><b>Recommendation:</b> " + escape_html(recommend(report).text) + "</p>\n"
+       "<p class=\"note\">Marked row: the pattern a compile for this target deploys, green when it collapses no "
+       "row and red when it does. The weight part is the error of "
        "the dequantized weight (s_r&middot;q or s_max&middot;qi); the activation part is what the uint16 output "
        "encoding adds on top.</p>\n</section>\n";
   // One grid for all plots of a kind, two to a row, so the page fills its

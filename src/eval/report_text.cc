@@ -88,6 +88,10 @@ nlohmann::ordered_json eval_report_json(const EvalReport& report) {
                        {"worst_rows", std::move(worst)}});
   }
   out["results"] = std::move(results);
+  const EvalRecommendation rec = recommend(report);
+  out["recommendation"] = {{"scheme", rec.found ? json(to_string(rec.scheme)) : json(nullptr)},
+                           {"pattern", rec.found ? json(to_string(rec.pattern)) : json(nullptr)},
+                           {"reason", rec.text}};
   return out;
 }
 
@@ -145,6 +149,7 @@ std::string format_eval_report(const EvalReport& report) {
       s += printf_string("  %8lld %11.4e %10.4f %11.4e %9.6f\n", static_cast<long long>(row.row), row.row_scale,
                          row.rel_err, row.max_abs_err, row.cos);
   }
+  s += "\nrecommendation: " + escape_control(recommend(report).text) + "\n";
   return s;
 }
 

@@ -47,6 +47,8 @@ nlohmann::json describe_artifact(const EmbeddingRuntime& runtime) {
   j["sdk_version_source"] = meta("sdk_version_source");
   j["mode"] = meta("mode");
   j["mode_reason"] = meta("mode_reason");
+  // Rows the deployed pattern collapses (null: compiled before it was recorded).
+  j["collapsed_rows"] = meta("collapsed_rows");
   j["vocab_size"] = runtime.vocab_size();
   j["dim"] = runtime.dim();
   j["act_scale"] = runtime.activation().scale;
@@ -99,6 +101,7 @@ nlohmann::json describe_artifact(const EmbeddingRuntime& runtime) {
                       {"pattern", tmeta("pattern")},
                       {"pattern_reason", tmeta("pattern_reason")},
                       {"mode", tmeta("mode")},
+                      {"collapsed_rows", tmeta("collapsed_rows")},
                       {"vocab_size", t.vocab_size()},
                       {"dim", t.dim()},
                       {"act_scale", t.activation().scale},
@@ -126,7 +129,11 @@ std::string describe_artifact_text(const EmbeddingRuntime& runtime) {
      << "pattern:      " << str("pattern") << " (" << str("pattern_reason") << ")\n"
      << "sdk version:  " << (j["sdk_version"].is_null() ? "unknown" : str("sdk_version")) << "\n"
      << "mode:         " << str("mode") << " (" << str("mode_reason") << ")\n"
-     << "table:        " << runtime.vocab_size() << " x " << runtime.dim() << "\n"
+     << "table:        " << runtime.vocab_size() << " x " << runtime.dim() << "\n";
+  if (j["collapsed_rows"].is_number_integer() && j["collapsed_rows"].get<int64_t>() > 0)
+    os << "collapsed:    " << j["collapsed_rows"].get<int64_t>() << " rows read back as a constant (the legacy "
+       << "pattern's max-scale approximation; the optimized pattern, QNN SDK >= 2.48, keeps them)\n";
+  os
      << "activation:   scale=" << runtime.activation().scale << " offset=" << runtime.activation().offset() << "\n"
      << "kernel:       " << runtime.kernel_name() << "\n";
   for (const Tensor& t : runtime.artifact().graph->tensors)
