@@ -501,12 +501,13 @@ TEST_F(BadInput, CommandLineTable) {
        "compile {bad} -o {out}", "occupies data bytes [1048576, 1049536), past the end of the 960-byte data region"},
       {"GGUF embedding of a type qemb does not read",
        gguf_with([](GgufSpec& g) {
-         g.ggml_type = 12;  // Q4_K
+         g.ggml_type = 16;  // IQ2_XXS: 256-value blocks of 66 bytes
          g.cols = 256;
-         g.data_bytes = kVocab * 144;
+         g.data_bytes = kVocab * 66;
        }),
        "bad.gguf", "compile {bad} --qnn-sdk-version 2.48 -o {out}",
-       "has GGUF type Q4_K; qemb reads F32, F16, BF16, Q8_0 and Q4_0 tables"},
+       "tensor 'token_embd.weight' has GGUF type IQ2_XXS; qemb reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
+       "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS tables"},
       {"GGUF fakequant", [](B) { return gguf(GgufSpec{}); }, "bad.gguf",
        "fakequant {bad} --scheme 16a4w --qnn-sdk-version 2.48 -o {out}", "fakequant writes safetensors checkpoints"},
       // -- sharded checkpoints --------------------------------------------------
