@@ -342,6 +342,35 @@ void gguf_seeds() {
   check(qemb::write_gguf(path_of(t, "q4_k_and_3d"), {},
                          {{"blk.0.ffn.weight", 12, {1, 256}, counting_bytes(144)}, {"cube", 0, {2, 1, 2}, f32_bytes({1, 2, 3, 4})}}),
         "q4_k_and_3d");
+  // Every block type qemb dequantizes, on bytes that make every code and
+  // scale field vary (f16 scales included: some are subnormal, inf or NaN).
+  check(qemb::write_gguf(path_of(t, "embed_k_quants"), {},
+                         {{"q2_k", 10, {2, 256}, counting_bytes(2 * 84, 3)},
+                          {"q3_k", 11, {2, 256}, counting_bytes(2 * 110, 5)},
+                          {"q4_k", 12, {1, 512}, counting_bytes(2 * 144, 7)},
+                          {"q5_k", 13, {2, 256}, counting_bytes(2 * 176, 11)},
+                          {"token_embd.weight", 14, {3, 256}, counting_bytes(3 * 210, 13)}}),
+        "embed_k_quants");
+  check(qemb::write_gguf(path_of(t, "embed_32_blocks"), {},
+                         {{"q4_1", 3, {2, 64}, counting_bytes(4 * 20, 17)},
+                          {"q5_0", 6, {3, 32}, counting_bytes(3 * 22, 19)},
+                          {"token_embd.weight", 7, {2, 32}, counting_bytes(2 * 24, 23)}}),
+        "embed_32_blocks");
+  check(qemb::write_gguf(path_of(t, "embed_iq4"), {},
+                         {{"iq4_nl", 20, {2, 64}, counting_bytes(4 * 18, 29)},
+                          {"token_embd.weight", 23, {2, 256}, counting_bytes(2 * 136, 31)}}),
+        "embed_iq4");
+  // Types qemb knows but does not read: parsed, then refused by name.
+  check(qemb::write_gguf(path_of(t, "iq_and_ternary_refused"), {},
+                         {{"iq2_xxs", 16, {1, 256}, counting_bytes(66)},
+                          {"iq3_s", 21, {1, 256}, counting_bytes(110)},
+                          {"tq1_0", 34, {1, 256}, counting_bytes(54)},
+                          {"mxfp4", 39, {2, 32}, counting_bytes(34)}}),
+        "iq_and_ternary_refused");
+  // Cut inside the last Q6_K block: the tensor claims more than the file holds.
+  check(qemb::write_gguf(path_of(t, "q6_k_short_block"), {}, {{"token_embd.weight", 14, {2, 256}, counting_bytes(420)}}),
+        "q6_k_short_block");
+  fs::resize_file(path_of(t, "q6_k_short_block"), fs::file_size(path_of(t, "q6_k_short_block")) - 50);
   // Near misses (truncated_f32, lying_count) are cut and patched from these by
   // hand and committed beside them.
 }

@@ -42,7 +42,7 @@ class CheckpointTable {
   const CheckpointTensorInfo& info() const { return info_; }
   int64_t rows() const { return info_.shape[0]; }
   int64_t dim() const { return info_.shape[1]; }
-  // True when the source is block-quantized (GGUF Q8_0, Q4_0): the floats are
+  // True when the source is block-quantized (GGUF Q8_0, Q4_K, ...): the floats are
   // its exact dequantization, not the original weights.
   bool source_quantized() const;
   Status read_rows(int64_t begin, int64_t end, float* out) const;
@@ -107,7 +107,8 @@ class Checkpoint {
   // that is missing, a glob that matches nothing, or a match that is not 2-D
   // fails. An empty list means the detected embedding.
   Result<std::vector<std::string>> select_tables(const std::vector<std::string>& specs) const;
-  // The 2-D float table `name` (F32/F16/BF16, GGUF also Q8_0/Q4_0).
+  // The 2-D float table `name` (F32/F16/BF16, GGUF also its block types:
+  // gguf_readable_types()).
   Result<CheckpointTable> table(const std::string& name) const;
 
   struct State;

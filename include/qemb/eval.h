@@ -121,7 +121,7 @@ struct EvalOptions {
 
 struct EvalReport {
   std::string file, tensor, dtype;  // where the table came from
-  // The source was block-quantized (GGUF Q8_0, Q4_0): the "float" table is
+  // The source was block-quantized (GGUF Q8_0, Q4_K, ...): the "float" table is
   // its exact dequantization, so the metrics measure re-quantization only.
   bool source_quantized = false;
   int64_t vocab_size = 0, dim = 0;

@@ -1,5 +1,7 @@
 // GGUF (llama.cpp's checkpoint format): a validating, memory-mapped reader of
-// versions 2 and 3, and float rows of F32, F16, BF16, Q8_0 and Q4_0 tensors.
+// versions 2 and 3, and float rows of F32, F16, BF16 tensors and of the ggml
+// block types an embedding is stored in (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS), dequantized exactly as ggml does.
 //
 // Layout: "GGUF", u32 version, u64 tensor count, u64 key/value count; the
 // key/value pairs (u64-length strings, u32 value types, typed arrays); one
@@ -26,19 +28,27 @@ inline constexpr size_t kGgufMaxDims = 4;
 // read gigabytes as a key).
 inline constexpr uint64_t kGgufMaxStringBytes = 64ull << 20;
 
+// Converts `blocks` whole blocks of a ggml type at `src` into
+// blocks * block_elements floats at `out`, as ggml's dequantize_row_<type>.
+using GgufToFloatFn = void (*)(const uint8_t* src, size_t blocks, float* out);
+
 // A ggml type the reader knows (every tensor of a real file has one): its
-// name and block geometry.
+// name, block geometry and, for the types qemb reads, its float conversion
+// (ggml's type traits, one row per type).
 struct GgufTypeInfo {
   uint32_t id = 0;
   const char* name = "";
   uint32_t block_elements = 1;
   uint32_t block_bytes = 0;
+  GgufToFloatFn to_float = nullptr;  // nullptr: qemb does not read this type
 };
 // nullptr when `id` is not a ggml type.
 const GgufTypeInfo* gguf_type_info(uint32_t id);
-// The types read_rows_float converts: F32, F16, BF16, Q8_0, Q4_0.
+// The types read_rows_float converts (those with a to_float).
 bool is_gguf_float_readable(const std::string& type_name);
-// True for block-quantized types (Q8_0, Q4_0, ...).
+// Their names for messages: "F32, F16, BF16, Q8_0, ... and IQ4_XS".
+const std::string& gguf_readable_types();
+// True for block-quantized types (Q8_0, Q4_K, IQ4_XS, ...).
 bool is_gguf_quantized(const std::string& type_name);
 
 // One metadata value: scalars are kept; arrays keep their element type and
@@ -90,7 +100,9 @@ class GgufFile {
 
   // Rows [row_begin, row_end) of a 2-D tensor as float32 (rows are the outer
   // dimension, GGUF's dims[1]); quantized types are dequantized exactly as
-  // ggml does (Q8_0: d * q; Q4_0: d * (nibble - 8), low nibbles first).
+  // ggml's reference dequantize_row_<type> does (the same float operations
+  // in the same order, each rounded: e.g. Q8_0 d * q, Q4_1 q * d + m, Q4_K
+  // (d * sc) * q - (dmin * m)). Other types are refused, naming the type.
   Status read_rows_float(const GgufTensor& tensor, int64_t row_begin, int64_t row_end, float* out) const;
 
  private:

@@ -434,7 +434,7 @@ Result<CheckpointTable> Checkpoint::table(const std::string& name) const {
   if (s_->format == CheckpointFormat::kGguf) {
     if (!is_gguf_float_readable(info.dtype))
       return make_error(ErrorCode::kUnsupported, "tensor " + in_quotes(name) + " has GGUF type " + info.dtype +
-                                                     "; qemb reads F32, F16, BF16, Q8_0 and Q4_0 tables");
+                                                     "; qemb reads " + gguf_readable_types() + " tables");
     t.gguf_ = s_->gguf;
     t.gguf_tensor_ = s_->gguf->find(name);
     t.row_bytes_ = info.shape[0] > 0 ? t.gguf_tensor_->byte_size() / static_cast<uint64_t>(info.shape[0]) : 0;

@@ -13,22 +13,6 @@
 namespace qemb {
 namespace {
 
-// ggml's types with their block geometry (ggml.c's type traits). Types
-// removed from ggml (4, 5, 36-38) are unknown.
-constexpr GgufTypeInfo kTypes[] = {
-    {0, "F32", 1, 4},        {1, "F16", 1, 2},        {2, "Q4_0", 32, 18},     {3, "Q4_1", 32, 20},
-    {6, "Q5_0", 32, 22},     {7, "Q5_1", 32, 24},     {8, "Q8_0", 32, 34},     {9, "Q8_1", 32, 36},
-    {10, "Q2_K", 256, 84},   {11, "Q3_K", 256, 110},  {12, "Q4_K", 256, 144},  {13, "Q5_K", 256, 176},
-    {14, "Q6_K", 256, 210},  {15, "Q8_K", 256, 292},  {16, "IQ2_XXS", 256, 66}, {17, "IQ2_XS", 256, 74},
-    {18, "IQ3_XXS", 256, 98}, {19, "IQ1_S", 256, 50}, {20, "IQ4_NL", 32, 18},  {21, "IQ3_S", 256, 110},
-    {22, "IQ2_S", 256, 82},  {23, "IQ4_XS", 256, 136}, {24, "I8", 1, 1},       {25, "I16", 1, 2},
-    {26, "I32", 1, 4},       {27, "I64", 1, 8},       {28, "F64", 1, 8},       {29, "IQ1_M", 256, 56},
-    {30, "BF16", 1, 2},      {31, "Q4_0_4_4", 32, 18}, {32, "Q4_0_4_8", 32, 18}, {33, "Q4_0_8_8", 32, 18},
-    {34, "TQ1_0", 256, 54},  {35, "TQ2_0", 256, 66},  {39, "MXFP4", 32, 17},
-};
-
-constexpr const char* kReadableText = "F32, F16, BF16, Q8_0 and Q4_0";
-
 std::string in_quotes(const std::string& s) { return "'" + s + "'"; }
 
 // A bounds-checked little-endian cursor over the file; every failure names
@@ -155,33 +139,308 @@ Result<GgufValue> read_value(Cursor& c, const std::string& key) {
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-void decode_rows(const GgufTensor& t, const uint8_t* src, size_t count, float* out) {
-  if (count == 0) return;
-  if (t.type == "F32") {
-    std::memcpy(out, src, count * sizeof(float));
-  } else if (t.type == "F16") {
-    best_half_kernels().decode_f16(src, count, out);
-  } else if (t.type == "BF16") {
-    best_half_kernels().decode_bf16(src, count, out);
-  } else if (t.type == "Q8_0") {
-    for (size_t b = 0; b < count / 32; ++b, src += 34) {
-      uint16_t h;
-      std::memcpy(&h, src, 2);
-      const float d = f16_to_float(h);
-      for (int j = 0; j < 32; ++j) out[b * 32 + j] = static_cast<float>(static_cast<int8_t>(src[2 + j])) * d;
+// ---- ggml's block types as float ----------------------------------------------
+//
+// Each function converts whole blocks exactly as ggml's reference
+// dequantize_row_<type> (ggml-quants.c): every value is the same float32
+// products and sums in the same order, each rounded on its own (the project
+// builds with -ffp-contract=off, so no a * b + c is fused). Integers (codes,
+// scales) convert to float exactly. Layouts are ggml's block structs; fp16
+// fields are little-endian IEEE binary16.
+
+float half_at(const uint8_t* p) { return f16_to_float(static_cast<uint16_t>(p[0] | (p[1] << 8))); }
+
+void f32_to_float(const uint8_t* src, size_t n, float* out) { std::memcpy(out, src, n * sizeof(float)); }
+void f16_blocks_to_float(const uint8_t* src, size_t n, float* out) { best_half_kernels().decode_f16(src, n, out); }
+void bf16_blocks_to_float(const uint8_t* src, size_t n, float* out) { best_half_kernels().decode_bf16(src, n, out); }
+
+// Q8_0 {f16 d; i8 qs[32]}: d * q.
+void q8_0_to_float(const uint8_t* src, size_t blocks, float* out) {
+  for (size_t b = 0; b < blocks; ++b, src += 34, out += 32) {
+    const float d = half_at(src);
+    for (int j = 0; j < 32; ++j) out[j] = static_cast<float>(static_cast<int8_t>(src[2 + j])) * d;
+  }
+}
+
+// Q4_0 {f16 d; u8 qs[16]}: (nibble - 8) * d; low nibbles are values 0-15,
+// high nibbles 16-31.
+void q4_0_to_float(const uint8_t* src, size_t blocks, float* out) {
+  for (size_t b = 0; b < blocks; ++b, src += 18, out += 32) {
+    const float d = half_at(src);
+    const uint8_t* qs = src + 2;
+    for (int j = 0; j < 16; ++j) {
+      out[j] = static_cast<float>((qs[j] & 0x0F) - 8) * d;
+      out[j + 16] = static_cast<float>((qs[j] >> 4) - 8) * d;
     }
-  } else {  // Q4_0
-    for (size_t b = 0; b < count / 32; ++b, src += 18) {
-      uint16_t h;
-      std::memcpy(&h, src, 2);
-      const float d = f16_to_float(h);
-      for (int j = 0; j < 16; ++j) {
-        const int x0 = (src[2 + j] & 0x0F) - 8, x1 = (src[2 + j] >> 4) - 8;
-        out[b * 32 + j] = static_cast<float>(x0) * d;
-        out[b * 32 + j + 16] = static_cast<float>(x1) * d;
+  }
+}
+
+// Q4_1 {f16 d, m; u8 qs[16]}: nibble * d + m.
+void q4_1_to_float(const uint8_t* src, size_t blocks, float* out) {
+  for (size_t b = 0; b < blocks; ++b, src += 20, out += 32) {
+    const float d = half_at(src), m = half_at(src + 2);
+    const uint8_t* qs = src + 4;
+    for (int j = 0; j < 16; ++j) {
+      out[j] = static_cast<float>(qs[j] & 0x0F) * d + m;
+      out[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+// Q5_0 {f16 d; u8 qh[4]; u8 qs[16]}: value j's fifth bit is bit j of the
+// 32-bit qh; (5-bit code - 16) * d.
+void q5_0_to_float(const uint8_t* src, size_t blocks, float* out) {
+  for (size_t b = 0; b < blocks; ++b, src += 22, out += 32) {
+    const float d = half_at(src);
+    uint32_t qh;
+    std::memcpy(&qh, src + 2, 4);
+    const uint8_t* qs = src + 6;
+    for (int j = 0; j < 16; ++j) {
+      const int hi0 = static_cast<int>((qh >> j) & 1u) << 4, hi1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
+      out[j] = static_cast<float>(((qs[j] & 0x0F) | hi0) - 16) * d;
+      out[j + 16] = static_cast<float>(((qs[j] >> 4) | hi1) - 16) * d;
+    }
+  }
+}
+
+// Q5_1 {f16 d, m; u8 qh[4]; u8 qs[16]}: 5-bit code * d + m.
+void q5_1_to_float(const uint8_t* src, size_t blocks, float* out) {
+  for (size_t b = 0; b < blocks; ++b, src += 24, out += 32) {
+    const float d = half_at(src), m = half_at(src + 2);
+    uint32_t qh;
+    std::memcpy(&qh, src + 4, 4);
+    const uint8_t* qs = src + 8;
+    for (int j = 0; j < 16; ++j) {
+      const int hi0 = static_cast<int>((qh >> j) & 1u) << 4, hi1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
+      out[j] = static_cast<float>((qs[j] & 0x0F) | hi0) * d + m;
+      out[j + 16] = static_cast<float>((qs[j] >> 4) | hi1) * d + m;
+    }
+  }
+}
+
+// The K-quants: 256-value super-blocks of 16- or 32-value sub-blocks.
+constexpr size_t kQK = 256;
+
+// Q2_K {u8 scales[16]; u8 qs[64]; f16 d, dmin}: sub-block s of 16 values has
+// scale d * (scales[s] & 15) and min dmin * (scales[s] >> 4); value =
+// scale * q - min, q the 2-bit code. Each 128-value half uses 32 bytes of qs:
+// bit pair k (shift 2k) of byte l holds value 32k + l.
+void q2_k_to_float(const uint8_t* src, size_t blocks, float* out) {
+  for (size_t b = 0; b < blocks; ++b, src += 84) {
+    const uint8_t* scales = src;
+    const uint8_t* q = src + 16;
+    const float d = half_at(src + 80), dmin = half_at(src + 82);
+    int is = 0;
+    for (size_t n = 0; n < kQK; n += 128, q += 32) {
+      for (int shift = 0; shift < 8; shift += 2) {
+        for (int part = 0; part < 2; ++part) {
+          const uint8_t sc = scales[is++];
+          const float dl = d * static_cast<float>(sc & 0x0F), ml = dmin * static_cast<float>(sc >> 4);
+          const uint8_t* qp = q + 16 * part;
+          for (int l = 0; l < 16; ++l) *out++ = dl * static_cast<float>((qp[l] >> shift) & 3) - ml;
+        }
       }
     }
   }
+}
+
+// Q3_K {u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d}: sixteen 6-bit
+// scales (low 4 bits from the first 8 bytes' nibbles, high 2 bits from the
+// last 4 bytes), each minus 32; value = (d * scale) * (q - 4 * (hmask bit
+// clear)), q the 2-bit code laid out as in Q2_K, hmask bit k of byte l the
+// high bit of value 32k + l.
+void q3_k_to_float(const uint8_t* src, size_t blocks, float* out) {
+  for (size_t b = 0; b < blocks; ++b, src += 110) {
+    const uint8_t* hm = src;
+    const uint8_t* q = src + 32;
+    const uint8_t* packed = src + 96;
+    const float d = half_at(src + 108);
+    int scales[16];
+    for (int s = 0; s < 16; ++s) {
+      const int low = (packed[s % 8] >> (4 * (s / 8))) & 0x0F;
+      const int high = (packed[8 + s % 4] >> (2 * (s / 4))) & 3;
+      scales[s] = (low | (high << 4)) - 32;
+    }
+    int is = 0;
+    uint8_t m = 1;
+    for (size_t n = 0; n < kQK; n += 128, q += 32) {
+      for (int shift = 0; shift < 8; shift += 2, m = static_cast<uint8_t>(m << 1)) {
+        for (int part = 0; part < 2; ++part) {
+          const float dl = d * static_cast<float>(scales[is++]);
+          const uint8_t* qp = q + 16 * part;
+          const uint8_t* hp = hm + 16 * part;
+          for (int l = 0; l < 16; ++l)
+            *out++ = dl * static_cast<float>(((qp[l] >> shift) & 3) - ((hp[l] & m) ? 0 : 4));
+        }
+      }
+    }
+  }
+}
+
+// Q4_K and Q5_K's eight 6-bit (scale, min) pairs in 12 bytes (ggml's
+// get_scale_min_k4): pairs 0-3 are the low 6 bits of bytes 0-3 and 4-7;
+// pairs 4-7 take their low 4 bits from the nibbles of bytes 8-11 and their
+// high 2 bits from the top bits of bytes 0-3 and 4-7.
+void k4_scale_min(int j, const uint8_t* q, uint8_t& scale, uint8_t& min) {
+  if (j < 4) {
+    scale = q[j] & 63;
+    min = q[j + 4] & 63;
+  } else {
+    scale = static_cast<uint8_t>((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4));
+    min = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// Q4_K {f16 d, dmin; u8 scales[12]; u8 qs[128]}: eight 32-value sub-blocks;
+// each 64 values use 32 bytes, low nibbles first; value = (d * scale) * q -
+// (dmin * min).
+void q4_k_to_float(const uint8_t* src, size_t blocks, float* out) {
+  for (size_t b = 0; b < blocks; ++b, src += 144) {
+    const float d = half_at(src), dmin = half_at(src + 2);
+    const uint8_t* scales = src + 4;
+    const uint8_t* q = src + 16;
+    for (int is = 0; is < 8; is += 2, q += 32) {
+      uint8_t sc, m;
+      k4_scale_min(is, scales, sc, m);
+      const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+      k4_scale_min(is + 1, scales, sc, m);
+      const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
+      for (int l = 0; l < 32; ++l) *out++ = d1 * static_cast<float>(q[l] & 0x0F) - m1;
+      for (int l = 0; l < 32; ++l) *out++ = d2 * static_cast<float>(q[l] >> 4) - m2;
+    }
+  }
+}
+
+// Q5_K {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}: Q4_K plus a fifth
+// bit, bit k of qh[l] for value 32k + l.
+void q5_k_to_float(const uint8_t* src, size_t blocks, float* out) {
+  for (size_t b = 0; b < blocks; ++b, src += 176) {
+    const float d = half_at(src), dmin = half_at(src + 2);
+    const uint8_t* scales = src + 4;
+    const uint8_t* qh = src + 16;
+    const uint8_t* ql = src + 48;
+    uint8_t u1 = 1, u2 = 2;
+    for (int is = 0; is < 8; is += 2, ql += 32, u1 = static_cast<uint8_t>(u1 << 2), u2 = static_cast<uint8_t>(u2 << 2)) {
+      uint8_t sc, m;
+      k4_scale_min(is, scales, sc, m);
+      const float d1 = d * static_cast<float>(sc), m1 = dmin * static_cast<float>(m);
+      k4_scale_min(is + 1, scales, sc, m);
+      const float d2 = d * static_cast<float>(sc), m2 = dmin * static_cast<float>(m);
+      for (int l = 0; l < 32; ++l) *out++ = d1 * static_cast<float>((ql[l] & 0x0F) + ((qh[l] & u1) ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *out++ = d2 * static_cast<float>((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+    }
+  }
+}
+
+// Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}: per 128 values, 64
+// bytes of low nibbles and 32 of high bit pairs; value = (d * scale) *
+// (6-bit code - 32), scale the int8 of its 16-value sub-block.
+void q6_k_to_float(const uint8_t* src, size_t blocks, float* out) {
+  for (size_t b = 0; b < blocks; ++b, src += 210) {
+    const uint8_t* ql = src;
+    const uint8_t* qh = src + 128;
+    const int8_t* sc = reinterpret_cast<const int8_t*>(src + 192);
+    const float d = half_at(src + 208);
+    for (size_t n = 0; n < kQK; n += 128, out += 128, ql += 64, qh += 32, sc += 8) {
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = ((ql[l] & 0x0F) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = ((ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        out[l] = d * static_cast<float>(sc[is]) * static_cast<float>(q1);
+        out[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
+        out[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
+        out[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+      }
+    }
+  }
+}
+
+// IQ4's non-linear 4-bit code book (ggml-common.h's kvalues_iq4nl; the
+// fixtures ggml wrote in tests/data/gguf check every entry).
+constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// IQ4_NL {f16 d; u8 qs[16]}: d * table[nibble], nibbles as in Q4_0.
+void iq4_nl_to_float(const uint8_t* src, size_t blocks, float* out) {
+  for (size_t b = 0; b < blocks; ++b, src += 18, out += 32) {
+    const float d = half_at(src);
+    const uint8_t* qs = src + 2;
+    for (int j = 0; j < 16; ++j) {
+      out[j] = d * static_cast<float>(kIq4Values[qs[j] & 0x0F]);
+      out[j + 16] = d * static_cast<float>(kIq4Values[qs[j] >> 4]);
+    }
+  }
+}
+
+// IQ4_XS {f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]}: eight 32-value
+// sub-blocks, each with a 6-bit scale (low 4 bits: nibble ib of scales_l,
+// high 2 bits: bit pair ib of scales_h) minus 32; value = (d * scale) *
+// table[nibble], nibbles as in IQ4_NL.
+void iq4_xs_to_float(const uint8_t* src, size_t blocks, float* out) {
+  for (size_t b = 0; b < blocks; ++b, src += 136) {
+    const float d = half_at(src);
+    const unsigned scales_h = static_cast<unsigned>(src[2] | (src[3] << 8));
+    const uint8_t* scales_l = src + 4;
+    const uint8_t* qs = src + 8;
+    for (int ib = 0; ib < 8; ++ib, qs += 16, out += 32) {
+      const int ls = ((scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0F) | (((scales_h >> (2 * ib)) & 3) << 4);
+      const float dl = d * static_cast<float>(ls - 32);
+      for (int j = 0; j < 16; ++j) {
+        out[j] = dl * static_cast<float>(kIq4Values[qs[j] & 0x0F]);
+        out[j + 16] = dl * static_cast<float>(kIq4Values[qs[j] >> 4]);
+      }
+    }
+  }
+}
+
+// ggml's types with their block geometry (ggml.c's type traits) and, where
+// qemb reads the type, its conversion to float: adding a type is one row and
+// its function. Ordered by id, except BF16 listed with the float types (the
+// order messages name them in). Types removed from ggml (4, 5, 36-38) are
+// unknown.
+constexpr GgufTypeInfo kTypes[] = {
+    {0, "F32", 1, 4, f32_to_float},
+    {1, "F16", 1, 2, f16_blocks_to_float},
+    {30, "BF16", 1, 2, bf16_blocks_to_float},
+    {8, "Q8_0", 32, 34, q8_0_to_float},
+    {2, "Q4_0", 32, 18, q4_0_to_float},
+    {3, "Q4_1", 32, 20, q4_1_to_float},
+    {6, "Q5_0", 32, 22, q5_0_to_float},
+    {7, "Q5_1", 32, 24, q5_1_to_float},
+    {9, "Q8_1", 32, 36},
+    {10, "Q2_K", 256, 84, q2_k_to_float},
+    {11, "Q3_K", 256, 110, q3_k_to_float},
+    {12, "Q4_K", 256, 144, q4_k_to_float},
+    {13, "Q5_K", 256, 176, q5_k_to_float},
+    {14, "Q6_K", 256, 210, q6_k_to_float},
+    {15, "Q8_K", 256, 292},
+    {16, "IQ2_XXS", 256, 66},
+    {17, "IQ2_XS", 256, 74},
+    {18, "IQ3_XXS", 256, 98},
+    {19, "IQ1_S", 256, 50},
+    {20, "IQ4_NL", 32, 18, iq4_nl_to_float},
+    {21, "IQ3_S", 256, 110},
+    {22, "IQ2_S", 256, 82},
+    {23, "IQ4_XS", 256, 136, iq4_xs_to_float},
+    {24, "I8", 1, 1},
+    {25, "I16", 1, 2},
+    {26, "I32", 1, 4},
+    {27, "I64", 1, 8},
+    {28, "F64", 1, 8},
+    {29, "IQ1_M", 256, 56},
+    {31, "Q4_0_4_4", 32, 18},
+    {32, "Q4_0_4_8", 32, 18},
+    {33, "Q4_0_8_8", 32, 18},
+    {34, "TQ1_0", 256, 54},
+    {35, "TQ2_0", 256, 66},
+    {39, "MXFP4", 32, 17},
+};
+
+const GgufTypeInfo* type_named(const std::string& name) {
+  for (const GgufTypeInfo& t : kTypes)
+    if (name == t.name) return &t;
+  return nullptr;
 }
 
 }  // namespace
@@ -193,14 +452,25 @@ const GgufTypeInfo* gguf_type_info(uint32_t id) {
 }
 
 bool is_gguf_float_readable(const std::string& type_name) {
-  return type_name == "F32" || type_name == "F16" || type_name == "BF16" || type_name == "Q8_0" ||
-         type_name == "Q4_0";
+  const GgufTypeInfo* t = type_named(type_name);
+  return t != nullptr && t->to_float != nullptr;
+}
+
+const std::string& gguf_readable_types() {
+  static const std::string text = [] {
+    std::vector<std::string> names;
+    for (const GgufTypeInfo& t : kTypes)
+      if (t.to_float != nullptr) names.push_back(t.name);
+    std::string s;
+    for (size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+    return s;
+  }();
+  return text;
 }
 
 bool is_gguf_quantized(const std::string& type_name) {
-  for (const GgufTypeInfo& t : kTypes)
-    if (type_name == t.name) return t.block_elements > 1;
-  return false;
+  const GgufTypeInfo* t = type_named(type_name);
+  return t != nullptr && t->block_elements > 1;
 }
 
 const char* to_string(GgufValue::Type type) {
@@ -335,9 +605,11 @@ const GgufTensor* GgufFile::find(const std::string& name) const {
 }
 
 Status GgufFile::read_rows_float(const GgufTensor& t, int64_t row_begin, int64_t row_end, float* out) const {
-  if (!is_gguf_float_readable(t.type))
+  const GgufTypeInfo* info = gguf_type_info(t.type_id);
+  if (info == nullptr || info->to_float == nullptr)
     return make_error(ErrorCode::kUnsupported, "tensor " + in_quotes(t.name) + " in " + in_quotes(path_) +
-                                                   " has GGUF type " + t.type + "; qemb reads " + kReadableText);
+                                                   " has GGUF type " + t.type + "; qemb reads " +
+                                                   gguf_readable_types());
   if (t.shape.size() != 2)
     return make_error(ErrorCode::kUnsupported, "tensor " + in_quotes(t.name) + " has " +
                                                    std::to_string(t.shape.size()) +
@@ -347,10 +619,12 @@ Status GgufFile::read_rows_float(const GgufTensor& t, int64_t row_begin, int64_t
     return make_error(ErrorCode::kOutOfRange, "rows [" + std::to_string(row_begin) + ", " + std::to_string(row_end) +
                                                   ") are outside tensor " + in_quotes(t.name) + " with " +
                                                   std::to_string(rows) + " rows");
-  const GgufTypeInfo* info = gguf_type_info(t.type_id);
-  const uint64_t row_bytes = static_cast<uint64_t>(cols) / info->block_elements * info->block_bytes;
-  decode_rows(t, raw(t) + static_cast<uint64_t>(row_begin) * row_bytes,
-              static_cast<size_t>(row_end - row_begin) * static_cast<size_t>(cols), out);
+  // Rows hold whole blocks (checked at parse), so a row range is whole blocks.
+  const uint64_t row_blocks = static_cast<uint64_t>(cols) / info->block_elements;
+  const uint64_t row_bytes = row_blocks * info->block_bytes;
+  if (row_end > row_begin)
+    info->to_float(raw(t) + static_cast<uint64_t>(row_begin) * row_bytes,
+                   static_cast<size_t>(row_end - row_begin) * static_cast<size_t>(row_blocks), out);
   return Status::Ok();
 }
 

@@ -499,14 +499,63 @@ TEST_F(BadInput, CommandLineTable) {
        "compile {bad} -o {out}", "starts at data offset 8, not a multiple of the alignment 32"},
       {"GGUF with an offset past the end", gguf_with([](GgufSpec& g) { g.offset = 1 << 20; }), "bad.gguf",
        "compile {bad} -o {out}", "occupies data bytes [1048576, 1049536), past the end of the 960-byte data region"},
-      {"GGUF embedding of a type qemb does not read",
+      {"GGUF embedding of an IQ type qemb does not read",
+       gguf_with([](GgufSpec& g) {
+         g.ggml_type = 16;  // IQ2_XXS: 256-value blocks of 66 bytes
+         g.cols = 256;
+         g.data_bytes = kVocab * 66;
+       }),
+       "bad.gguf", "compile {bad} --qnn-sdk-version 2.48 -o {out}",
+       "tensor 'token_embd.weight' has GGUF type IQ2_XXS; qemb reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
+       "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS tables"},
+      {"GGUF K-quant whose rows are not whole 256-value blocks",
        gguf_with([](GgufSpec& g) {
          g.ggml_type = 12;  // Q4_K
-         g.cols = 256;
+         g.cols = 320;
          g.data_bytes = kVocab * 144;
        }),
        "bad.gguf", "compile {bad} --qnn-sdk-version 2.48 -o {out}",
-       "has GGUF type Q4_K; qemb reads F32, F16, BF16, Q8_0 and Q4_0 tables"},
+       "tensor 'token_embd.weight' has 320 values a row, not a multiple of the 256-value blocks of Q4_K"},
+      {"GGUF K-quant whose blocks need more bytes than the file holds",
+       gguf_with([](GgufSpec& g) {
+         g.ggml_type = 14;  // Q6_K: 210 bytes a 256-value block
+         g.cols = 256;
+         g.data_bytes = (kVocab - 1) * 210;
+       }),
+       "bad.gguf", "compile {bad} --qnn-sdk-version 2.48 -o {out}",
+       "tensor 'token_embd.weight' occupies data bytes [0, 8400), past the end of the 8190-byte data region; the "
+       "file is truncated or corrupt"},
+      {"GGUF truncated inside its last block",
+       gguf_with([](GgufSpec& g) {
+         g.ggml_type = 23;  // IQ4_XS: 136 bytes a 256-value block
+         g.cols = 256;
+         g.data_bytes = kVocab * 136 - 7;
+       }),
+       "bad.gguf", "eval {bad} --qnn-sdk-version 2.48",
+       "tensor 'token_embd.weight' occupies data bytes [0, 5440), past the end of the 5433-byte data region"},
+      {"GGUF Q6_K block with an infinite scale",
+       [](B) {
+         GgufSpec g;
+         g.ggml_type = 14;
+         g.cols = 256;
+         g.data_bytes = kVocab * 210;
+         std::string b = gguf(g);
+         const size_t d = b.size() - g.data_bytes + 3 * 210 + 208;  // row 3's f16 d
+         b[d] = 0x00;
+         b[d + 1] = 0x7C;  // +inf
+         return b;
+       },
+       "bad.gguf", "compile {bad} --qnn-sdk-version 2.48 -o {out}",
+       "the table holds a non-finite value (Inf) at row 3, column 0; fix the checkpoint before quantizing"},
+      {"GGUF embedding of ternary type TQ2_0",
+       gguf_with([](GgufSpec& g) {
+         g.ggml_type = 35;  // TQ2_0: 256-value blocks of 66 bytes
+         g.cols = 256;
+         g.data_bytes = kVocab * 66;
+       }),
+       "bad.gguf", "eval {bad} --qnn-sdk-version 2.48",
+       "tensor 'token_embd.weight' has GGUF type TQ2_0; qemb reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
+       "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS tables"},
       {"GGUF fakequant", [](B) { return gguf(GgufSpec{}); }, "bad.gguf",
        "fakequant {bad} --scheme 16a4w --qnn-sdk-version 2.48 -o {out}", "fakequant writes safetensors checkpoints"},
       // -- sharded checkpoints --------------------------------------------------

@@ -1,14 +1,19 @@
 // The command line over every checkpoint form: a sharded folder for compile
 // and fakequant (--link), GGUF for eval, and an artifact of several tables
-// for compile --tensor, inspect and run --table.
+// for compile --tensor, inspect and run --table. GGUF in every ggml block
+// type qemb reads (ggml's own files, tests/data/gguf) compiles and evaluates
+// as its float values do.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
+#include "qemb/artifact.h"
 #include "qemb/gguf.h"
+#include "qemb/safetensors.h"
 #include "support/checkpoints.h"
 #include "support/temp_dir.h"
 
@@ -22,6 +27,15 @@ using namespace qemb::testing;
 const std::string kQemb = QEMB_CLI_PATH;
 
 CommandResult qemb(const std::string& args) { return run_command(kQemb + " " + args); }
+// stdout only (the JSON), stderr dropped.
+CommandResult qemb_stdout(const std::string& args) { return run_command("(" + kQemb + " " + args + " 2>/dev/null)"); }
+
+const std::string kGgufData = QEMB_SOURCE_DIR "/tests/data/gguf/";
+// ggml's file names for the types in tests/data/gguf, and qemb's names.
+const std::vector<std::pair<std::string, std::string>> kGgufFixtures = {
+    {"f32", "F32"},   {"f16", "F16"},   {"bf16", "BF16"}, {"q8_0", "Q8_0"}, {"q4_0", "Q4_0"},
+    {"q4_1", "Q4_1"}, {"q5_0", "Q5_0"}, {"q5_1", "Q5_1"}, {"q2_K", "Q2_K"}, {"q3_K", "Q3_K"},
+    {"q4_K", "Q4_K"}, {"q5_K", "Q5_K"}, {"q6_K", "Q6_K"}, {"iq4_nl", "IQ4_NL"}, {"iq4_xs", "IQ4_XS"}};
 
 TEST(CheckpointCli, ShardedFolderCompilesAndFakequantsIntoAFolder) {
   TempDir dir;
@@ -70,6 +84,109 @@ TEST(CheckpointCli, EvalOfAQuantizedGgufSaysSo) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_THAT(r.out, HasSubstr("tensor      token_embd.weight Q8_0 [40 x 64]"));
   EXPECT_THAT(r.out, HasSubstr("source      already quantized (Q8_0)"));
+}
+
+// A GGUF table and a safetensors file holding its dequantized values (ggml's
+// own dequantization) compile to the same artifact: every section byte for
+// byte, and the same metadata but for the source dtype. Both are compiled
+// from the same path (the format is told by the magic), so even the
+// provenance's file name agrees.
+TEST(CheckpointCli, EveryGgufTypeCompilesToTheArtifactOfItsFloats) {
+  TempDir dir;
+  const std::string model = dir.file("model");  // no extension: GGUF or safetensors by its first bytes
+  for (const auto& [stem, type] : kGgufFixtures) {
+    SCOPED_TRACE(type);
+    for (const std::string& f : {model, dir.file("g.qemb"), dir.file("s.qemb")}) fs::remove(f);
+    fs::copy_file(kGgufData + stem + ".gguf", model);
+    auto r = qemb("compile " + model + " --qnn-sdk-version 2.48 -o " + dir.file("g.qemb"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("tensor:  token_embd.weight [64 x 512] " + type + "\n"));
+    fs::remove(model);
+    ASSERT_TRUE(write_safetensors(model, {}, {{"token_embd.weight", "F32", {64, 512}, read_bytes(kGgufData + stem + ".f32")}})
+                    .ok());
+    r = qemb("compile " + model + " --qnn-sdk-version 2.48 -o " + dir.file("s.qemb"));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_THAT(r.out, HasSubstr("tensor:  token_embd.weight [64 x 512] F32\n"));
+
+    auto g = load_artifact(dir.file("g.qemb")), s = load_artifact(dir.file("s.qemb"));
+    ASSERT_TRUE(g.ok()) << g.error().to_string();
+    ASSERT_TRUE(s.ok()) << s.error().to_string();
+    EXPECT_EQ(g->metadata["source"]["dtype"], type);
+    EXPECT_EQ(s->metadata["source"]["dtype"], "F32");
+    nlohmann::json gm = g->metadata, sm = s->metadata;
+    gm["source"].erase("dtype");
+    sm["source"].erase("dtype");
+    EXPECT_EQ(gm, sm);
+    EXPECT_EQ(g->format_version, s->format_version);
+    ASSERT_EQ(g->sections.size(), s->sections.size());
+    int data_sections = 0;
+    for (size_t i = 0; i < g->sections.size(); ++i) {
+      const SectionInfo &a = g->sections[i], &b = s->sections[i];
+      EXPECT_EQ(a.kind, b.kind) << i;
+      EXPECT_EQ(a.name, b.name) << i;
+      if (a.kind == SectionKind::kMeta) continue;  // the metadata, compared above
+      ASSERT_EQ(a.size, b.size) << a.name;
+      EXPECT_EQ(a.checksum, b.checksum) << a.name;
+      EXPECT_EQ(std::memcmp(g->bytes + a.offset, s->bytes + b.offset, a.size), 0) << a.name;
+      data_sections += a.kind == SectionKind::kData || a.kind == SectionKind::kRows;
+    }
+    EXPECT_GE(data_sections, 1);  // the quantized table itself was compared
+  }
+  // inspect names the source's type.
+  fs::remove(model);
+  fs::copy_file(kGgufData + "q4_K.gguf", model);
+  fs::remove(dir.file("g.qemb"));
+  ASSERT_EQ(qemb("compile " + model + " --qnn-sdk-version 2.48 -o " + dir.file("g.qemb")).exit_code, 0);
+  auto r = qemb("inspect " + dir.file("g.qemb"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("source:       " + model + " : token_embd.weight (Q4_K)\n"));
+  r = qemb_stdout("inspect " + dir.file("g.qemb") + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["source"]["dtype"], "Q4_K");
+  EXPECT_EQ(j["source"]["tensor"], "token_embd.weight");
+}
+
+// eval of a block-quantized GGUF says which type it was and measures error
+// against the float values ggml's dequantization gives: its metrics are those
+// of a safetensors file holding those values.
+TEST(CheckpointCli, EvalOfEveryGgufTypeNamesItAndMeasuresAgainstItsFloats) {
+  TempDir dir;
+  for (const auto& [stem, type] : kGgufFixtures) {
+    SCOPED_TRACE(type);
+    const std::string gguf = kGgufData + stem + ".gguf", st = dir.file(stem + ".safetensors");
+    ASSERT_TRUE(write_safetensors(st, {}, {{"token_embd.weight", "F32", {64, 512}, read_bytes(kGgufData + stem + ".f32")}})
+                    .ok());
+    const bool quantized = type != "F32" && type != "F16" && type != "BF16";
+    auto text = qemb("eval " + gguf + " --qnn-sdk-version 2.48");
+    ASSERT_EQ(text.exit_code, 0) << text.out;
+    EXPECT_THAT(text.out, HasSubstr("tensor      token_embd.weight " + type + " [64 x 512] from " + gguf + "\n"));
+    if (quantized)
+      EXPECT_THAT(text.out, HasSubstr("\nsource      already quantized (" + type +
+                                      "): the float table is its exact dequantization, so the figures below measure "
+                                      "re-quantization only\n"));
+    else
+      EXPECT_THAT(text.out, ::testing::Not(HasSubstr("already quantized")));
+
+    auto g = qemb_stdout("eval " + gguf + " --json --scheme all --qnn-sdk-version 2.48");
+    auto s = qemb_stdout("eval " + st + " --json --scheme all --qnn-sdk-version 2.48");
+    ASSERT_EQ(g.exit_code, 0) << g.out;
+    ASSERT_EQ(s.exit_code, 0) << s.out;
+    auto gj = nlohmann::json::parse(g.out, nullptr, false), sj = nlohmann::json::parse(s.out, nullptr, false);
+    ASSERT_FALSE(gj.is_discarded()) << g.out;
+    ASSERT_FALSE(sj.is_discarded()) << s.out;
+    EXPECT_EQ(gj["dtype"], type);
+    EXPECT_EQ(gj["source_quantized"], quantized);
+    EXPECT_EQ(gj["file"], gguf);
+    EXPECT_EQ(sj["dtype"], "F32");
+    EXPECT_EQ(sj["source_quantized"], false);
+    for (const char* key : {"dtype", "source_quantized", "file"}) {
+      gj.erase(key);
+      sj.erase(key);
+    }
+    EXPECT_EQ(gj, sj);
+  }
 }
 
 TEST(CheckpointCli, SeveralTablesInOneArtifact) {

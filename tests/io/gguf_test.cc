@@ -1,5 +1,6 @@
 // The GGUF reader: layout (v2 and v3, alignment, dims innermost first),
-// ggml's exact dequantization of Q8_0 and Q4_0, and refusal of hostile files.
+// ggml's exact dequantization of Q8_0 and Q4_0 on hand-made blocks (every
+// type against ggml's own output: gguf_types_test.cc), and refusal of hostile files.
 #include "qemb/gguf.h"
 
 #include <gmock/gmock.h>
@@ -202,9 +203,9 @@ TEST(Gguf, HostileFilesAreRefusedWithClearMessages) {
 
 TEST(Gguf, TypesItCannotReadAreNamed) {
   Spec k;
-  k.ggml_type = 12;  // Q4_K: 256-value blocks of 144 bytes
+  k.ggml_type = 16;  // IQ2_XXS: 256-value blocks of 66 bytes
   k.dims = {256, 2};
-  k.data_bytes = 288;
+  k.data_bytes = 132;
   auto f = GgufFile::from_bytes([&] {
     const std::string b = build(k);
     return std::vector<uint8_t>(b.begin(), b.end());
@@ -212,7 +213,8 @@ TEST(Gguf, TypesItCannotReadAreNamed) {
   ASSERT_TRUE(f.ok()) << f.error().to_string();
   std::vector<float> out(512);
   expect_error(f->read_rows_float(f->tensors()[0], 0, 2, out.data()), ErrorCode::kUnsupported,
-               "has GGUF type Q4_K; qemb reads F32, F16, BF16, Q8_0 and Q4_0");
+               "has GGUF type IQ2_XXS; qemb reads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, "
+               "Q5_K, Q6_K, IQ4_NL and IQ4_XS");
 }
 
 }  // namespace
