@@ -6,17 +6,29 @@ and nn.EmbeddingBag.
     qemb_bag = QuantizedEmbeddingBag.from_embedding_bag(model.user_bag, qnn_sdk_version="2.48")
     quantize_embeddings(model, scheme="16a4w", qnn_sdk_version="2.48")  # every one of both, in place
 
-QuantizedEmbedding's forward(ids) returns float32 rows bit-identical to
+QuantizedEmbedding's forward(ids) returns rows bit-identical to
 `qemb fakequant` of the same weight, looked up by qemb's runtime: the ids
 tensor is read in place and the output tensor shares the runtime's numpy
 result (no copy of the table). QuantizedEmbeddingBag's forward(input,
 offsets, per_sample_weights) pools those rows with nn.EmbeddingBag's
-conventions, summing in float32 in index order.
+conventions, summing in float32 in index order. Both return the dtype of the
+weight they were made from (float16 and bfloat16 models get float16 and
+bfloat16 rows, rounded once from the float32 result) unless told otherwise.
+
+Both behave as torch modules: the artifact's bytes are a buffer in
+state_dict ("qemb_artifact", uint8), so torch.save / torch.load,
+load_state_dict, copy.deepcopy and pickling keep the table; `.weight` is the
+dequantized table (a fresh, read-only copy: writing to it changes nothing);
+from_file(path) serves an artifact already on disk. Tracing (torch.jit.trace,
+torch.onnx.export) would bake one lookup's output into the graph as a
+constant, so forward refuses under tracing: export with `qemb export-onnx`.
 """
 from __future__ import annotations
 
 import os
 import tempfile
+
+import numpy as np
 
 import torch
 from torch import nn
@@ -27,35 +39,143 @@ __all__ = ["QuantizedEmbedding", "QuantizedEmbeddingBag", "quantize_embeddings",
 
 
 def _compile_weight(weight, path, threads, options):
-    """(runtime, artifact) for a weight; without a path the artifact is a
-    temporary file, removed at once (the runtime keeps its mapping)."""
+    """(runtime, artifact, artifact bytes) for a weight; without a path the
+    artifact is a temporary file, removed at once (the runtime keeps its
+    mapping)."""
     if path is not None:
         artifact = qemb.compile(weight, out=path, **options)
-        return qemb.Runtime(path, threads=threads), artifact
+        return qemb.Runtime(path, threads=threads), artifact, _read_bytes(path)
     with tempfile.TemporaryDirectory(prefix="qemb-") as tmp:
         tmp_path = os.path.join(tmp, "embedding.qemb")
         artifact = qemb.compile(weight, out=tmp_path, **options)
-        return qemb.Runtime(tmp_path, threads=threads), artifact
+        return qemb.Runtime(tmp_path, threads=threads), artifact, _read_bytes(tmp_path)
 
 
-class QuantizedEmbedding(nn.Module):
-    """An embedding lookup served by a qemb Runtime (inference only: no gradients)."""
+def _read_bytes(path) -> torch.Tensor:
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    return torch.frombuffer(data, dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
 
-    def __init__(self, runtime: qemb.Runtime, artifact: qemb.Artifact | None = None, padding_idx=None):
-        super().__init__()
+
+def _runtime_from_bytes(data: torch.Tensor, threads: int) -> qemb.Runtime:
+    """A runtime over artifact bytes (a state_dict buffer): written to a
+    temporary file, opened (checked and mapped), and the file removed."""
+    if not isinstance(data, torch.Tensor) or data.dtype != torch.uint8 or data.dim() != 1:
+        raise qemb.InvalidArgument("qemb_artifact must be a 1-D uint8 tensor holding a .qemb file's bytes")
+    with tempfile.TemporaryDirectory(prefix="qemb-") as tmp:
+        tmp_path = os.path.join(tmp, "embedding.qemb")
+        with open(tmp_path, "wb") as f:
+            f.write(data.detach().cpu().contiguous().numpy().tobytes())
+        return qemb.Runtime(tmp_path, threads=threads)
+
+
+_OUT_DTYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+
+
+def _out_dtype(dtype):
+    if dtype is None:
+        return torch.float32
+    if dtype not in _OUT_DTYPES:
+        raise qemb.InvalidArgument(f"dtype {dtype}: qemb returns torch.float32, torch.float16 or torch.bfloat16")
+    return dtype
+
+
+def _as_torch(array, dtype) -> torch.Tensor:
+    if dtype == torch.bfloat16:  # bfloat16 bits as uint16: torch reads them as int16, then views them
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
+
+
+def _refuse_tracing(module):
+    if torch.jit.is_scripting():  # pragma: no cover (forward is not scriptable; kept for clarity)
+        raise qemb.Unsupported("qemb modules cannot be scripted")
+    if torch._C._get_tracing_state() is not None:
+        raise qemb.Unsupported(
+            f"{type(module).__name__} runs qemb's runtime outside torch's graph, so torch.jit.trace and "
+            "torch.onnx.export would bake one lookup's output into the model as a constant; export the embedding "
+            "with `qemb export-onnx` (docs/onnx-export.md says how to splice it into the model's ONNX)")
+
+
+class _RuntimeModule(nn.Module):
+    """What both modules share: the runtime, its artifact's bytes as the
+    state_dict buffer `qemb_artifact`, pickling, `.weight` and the output dtype."""
+
+    def _init_runtime(self, runtime, artifact, data, dtype, threads):
         self.runtime = runtime
         self.artifact = artifact if artifact is not None else qemb.Artifact(runtime.describe())
         self.num_embeddings = runtime.vocab_size
         self.embedding_dim = runtime.dim
+        self.dtype = _out_dtype(dtype)
+        self._threads = threads
+        self.register_buffer("qemb_artifact", data if data is not None else _read_bytes(runtime.path))
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        # The artifact is replaced whole (its size follows the one loaded) and
+        # the runtime reopened over it; torch's own copy_ would need equal sizes.
+        key = prefix + "qemb_artifact"
+        if key in state_dict:
+            try:
+                data = state_dict[key].detach().cpu().clone()
+                runtime = _runtime_from_bytes(data, getattr(self, "_threads", 1))
+            except qemb.Error as e:
+                error_msgs.append(f"{key}: not a .qemb artifact qemb can open: {e}")
+            else:
+                self.qemb_artifact = data
+                self._adopt(runtime)
+        super()._load_from_state_dict({k: v for k, v in state_dict.items() if k != key}, prefix, local_metadata,
+                                      strict, missing_keys, unexpected_keys, error_msgs)
+        if key in state_dict and key in missing_keys:
+            missing_keys.remove(key)
+
+    def _adopt(self, runtime):
+        self.runtime = runtime
+        self.artifact = qemb.Artifact(runtime.describe())
+        self.num_embeddings = runtime.vocab_size
+        self.embedding_dim = runtime.dim
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("runtime", None)  # a mapping: rebuilt from the buffer
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._adopt(_runtime_from_bytes(self.qemb_artifact, getattr(self, "_threads", 1)))
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The dequantized table [num_embeddings, embedding_dim] in the output
+        dtype: what forward returns for every id. A fresh copy each time,
+        without gradients; writing to it changes nothing."""
+        ids = torch.arange(self.num_embeddings, dtype=torch.int64).numpy()
+        return _as_torch(self.runtime.lookup_dequantized(ids, dtype=_OUT_DTYPES[self.dtype]), self.dtype)
+
+
+class QuantizedEmbedding(_RuntimeModule):
+    """An embedding lookup served by a qemb Runtime (inference only: no gradients)."""
+
+    def __init__(self, runtime: qemb.Runtime, artifact: qemb.Artifact | None = None, padding_idx=None, *,
+                 dtype=None, artifact_bytes: torch.Tensor | None = None, threads=1):
+        super().__init__()
+        self._init_runtime(runtime, artifact, artifact_bytes, dtype, threads)
         self.padding_idx = padding_idx
 
     @classmethod
+    def from_file(cls, path, *, padding_idx=None, dtype=None, threads=1) -> "QuantizedEmbedding":
+        """Serves the .qemb artifact at `path` (one table)."""
+        runtime = qemb.Runtime(path, threads=threads)
+        return cls(runtime, None, padding_idx, dtype=dtype, threads=threads)
+
+    @classmethod
     def from_embedding(cls, embedding: nn.Embedding, *, scheme="16a4w", qnn_sdk_version=None, mode="auto",
-                       pattern="auto", calibration_tokens=None, path=None, threads=1) -> "QuantizedEmbedding":
+                       pattern="auto", calibration_tokens=None, path=None, threads=1,
+                       dtype=None) -> "QuantizedEmbedding":
         """Compiles embedding.weight (float32, float16 or bfloat16) and serves it.
 
         path: where to keep the .qemb artifact; by default a temporary file,
-        removed at once (the runtime keeps its mapping)."""
+        removed at once (the runtime keeps its mapping).
+        dtype: of the rows forward returns; by default the weight's own."""
         if not isinstance(embedding, nn.Embedding):
             raise TypeError(f"from_embedding takes an nn.Embedding; got {type(embedding).__name__}")
         if embedding.max_norm is not None:
@@ -63,20 +183,22 @@ class QuantizedEmbedding(nn.Module):
                                        "qemb serves fixed rows, so set max_norm=None first")
         options = dict(scheme=scheme, qnn_sdk_version=qnn_sdk_version, mode=mode, pattern=pattern,
                        calibration_tokens=calibration_tokens)
-        runtime, artifact = _compile_weight(embedding.weight.detach(), path, threads, options)
-        return cls(runtime, artifact, embedding.padding_idx)
+        runtime, artifact, data = _compile_weight(embedding.weight.detach(), path, threads, options)
+        return cls(runtime, artifact, embedding.padding_idx, dtype=dtype or embedding.weight.dtype,
+                   artifact_bytes=data, threads=threads)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        _refuse_tracing(self)
         if not isinstance(ids, torch.Tensor):
             ids = torch.as_tensor(ids)
         if ids.device.type != "cpu":
             raise qemb.InvalidArgument(f"ids are on {ids.device}; qemb looks up on the CPU")
-        return torch.from_numpy(self.runtime.lookup_dequantized(ids.numpy()))
+        return _as_torch(self.runtime.lookup_dequantized(ids.numpy(), dtype=_OUT_DTYPES[self.dtype]), self.dtype)
 
     def extra_repr(self) -> str:
         a = self.artifact
         return (f"{self.num_embeddings}, {self.embedding_dim}, scheme={a.get('scheme')}, "
-                f"pattern={a.get('pattern')}, kernel={self.runtime.kernel}")
+                f"pattern={a.get('pattern')}, dtype={self.dtype}, kernel={self.runtime.kernel}")
 
 
 def _cpu(name, t):
@@ -87,7 +209,7 @@ def _cpu(name, t):
     return t.detach()
 
 
-class QuantizedEmbeddingBag(nn.Module):
+class QuantizedEmbeddingBag(_RuntimeModule):
     """A pooled lookup (nn.EmbeddingBag, mode "sum" or "mean") served by a
     qemb Runtime (inference only: no gradients).
 
@@ -96,20 +218,19 @@ class QuantizedEmbeddingBag(nn.Module):
     include_last_offset=True), or 2-D input [B, L] without offsets;
     per_sample_weights (mode "sum") has the shape of input; ids equal to
     padding_idx add nothing and do not count in the mean; an empty bag gives
-    zeros. Returns float32 [B, embedding_dim]. With include_last_offset, ids
+    zeros. Returns [B, embedding_dim] in the output dtype (the weight's:
+    float32, or float16/bfloat16 rounded once from the float32 sums). With include_last_offset, ids
     after offsets[-1] are ignored, as nn.EmbeddingBag does; a mean of the last
     bag then divides by that bag's own count (nn.EmbeddingBag 1.13 counts to
     the end of input)."""
 
     def __init__(self, runtime: qemb.Runtime, artifact: qemb.Artifact | None = None, mode="mean",
-                 include_last_offset=False, padding_idx=None):
+                 include_last_offset=False, padding_idx=None, *, dtype=None,
+                 artifact_bytes: torch.Tensor | None = None, threads=1):
         super().__init__()
         if mode not in ("sum", "mean"):
             raise qemb.Unsupported(f"mode '{mode}': qemb pools bags by sum or mean")
-        self.runtime = runtime
-        self.artifact = artifact if artifact is not None else qemb.Artifact(runtime.describe())
-        self.num_embeddings = runtime.vocab_size
-        self.embedding_dim = runtime.dim
+        self._init_runtime(runtime, artifact, artifact_bytes, dtype, threads)
         self.mode = mode
         self.include_last_offset = include_last_offset
         self.padding_idx = padding_idx
@@ -117,7 +238,7 @@ class QuantizedEmbeddingBag(nn.Module):
     @classmethod
     def from_embedding_bag(cls, bag: nn.EmbeddingBag, *, scheme="16a4w", qnn_sdk_version=None, mode="auto",
                            pattern="auto", calibration_tokens=None, path=None,
-                           threads=1) -> "QuantizedEmbeddingBag":
+                           threads=1, dtype=None) -> "QuantizedEmbeddingBag":
         """Compiles bag.weight (float32, float16 or bfloat16) and serves it with
         bag's pooling (mode, include_last_offset, padding_idx). `mode` here is
         the compile mode, as for QuantizedEmbedding.from_embedding.
@@ -133,11 +254,20 @@ class QuantizedEmbeddingBag(nn.Module):
             raise qemb.Unsupported(f"nn.EmbeddingBag mode '{bag.mode}': qemb pools bags by sum or mean")
         options = dict(scheme=scheme, qnn_sdk_version=qnn_sdk_version, mode=mode, pattern=pattern,
                        calibration_tokens=calibration_tokens)
-        runtime, artifact = _compile_weight(bag.weight.detach(), path, threads, options)
-        return cls(runtime, artifact, bag.mode, bag.include_last_offset, bag.padding_idx)
+        runtime, artifact, data = _compile_weight(bag.weight.detach(), path, threads, options)
+        return cls(runtime, artifact, bag.mode, bag.include_last_offset, bag.padding_idx,
+                   dtype=dtype or bag.weight.dtype, artifact_bytes=data, threads=threads)
+
+    @classmethod
+    def from_file(cls, path, *, mode="mean", include_last_offset=False, padding_idx=None, dtype=None,
+                  threads=1) -> "QuantizedEmbeddingBag":
+        """Serves the .qemb artifact at `path` (one table) with this pooling."""
+        runtime = qemb.Runtime(path, threads=threads)
+        return cls(runtime, None, mode, include_last_offset, padding_idx, dtype=dtype, threads=threads)
 
     def forward(self, input: torch.Tensor, offsets: torch.Tensor | None = None,
                 per_sample_weights: torch.Tensor | None = None) -> torch.Tensor:
+        _refuse_tracing(self)
         input = _cpu("input", input)
         if per_sample_weights is not None:
             per_sample_weights = _cpu("per_sample_weights", per_sample_weights)
@@ -170,8 +300,8 @@ class QuantizedEmbeddingBag(nn.Module):
         out = self.runtime.embedding_bag(
             input.numpy(), offsets.numpy(), include_last_offset=self.include_last_offset,
             per_sample_weights=None if per_sample_weights is None else per_sample_weights.numpy(),
-            mode=self.mode, padding_idx=self.padding_idx)
-        return torch.from_numpy(out)
+            mode=self.mode, padding_idx=self.padding_idx, dtype=_OUT_DTYPES[self.dtype])
+        return _as_torch(out, self.dtype)
 
     def extra_repr(self) -> str:
         a = self.artifact
@@ -216,7 +346,15 @@ def quantize_embeddings(model: nn.Module, *, scheme="16a4w", qnn_sdk_version=Non
     """Replaces every nn.Embedding and nn.EmbeddingBag inside `model` (at any
     depth) by a QuantizedEmbedding or QuantizedEmbeddingBag of the same weight,
     in place. Returns {dotted path: replacement}. Every table is compiled
-    before any is swapped, so on an error the model is left unchanged."""
+    before any is swapped, so on an error the model is left unchanged. A model
+    that is itself an nn.Embedding or nn.EmbeddingBag cannot be replaced in
+    place: it is refused (use QuantizedEmbedding.from_embedding(model))."""
+    if isinstance(model, (nn.Embedding, nn.EmbeddingBag)):
+        kind = "QuantizedEmbedding.from_embedding" if isinstance(model, nn.Embedding) \
+            else "QuantizedEmbeddingBag.from_embedding_bag"
+        raise qemb.InvalidArgument(
+            f"the model is itself an {type(model).__name__}, which quantize_embeddings cannot replace in place; "
+            f"use {kind}(model) and keep what it returns")
     options = dict(scheme=scheme, qnn_sdk_version=qnn_sdk_version, mode=mode, pattern=pattern, threads=threads)
     replacements = {}
     for name, m in model.named_modules():
