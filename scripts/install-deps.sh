@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages qemb builds and tests with (run as root).
 # Pass --test to add what only the test stages need (Chromium for the report
 # test, clang for fuzzing and sanitizers, Node.js and npm for ONNX Runtime,
-# pytest and PyTorch for the Python module's tests; python3-torch takes about
+# pytest and PyTorch for the Python module's tests, venv and wheel for its
+# `pip install .` test; python3-torch takes about
 # a minute to install).
 # Pass --aarch64 for the cross build (scripts/test-aarch64.sh): the arm64
 # cross compiler, qemu-user and the :arm64 package of every library the cross
@@ -16,7 +17,7 @@ packages=(cmake ninja-build g++ pkg-config
           pybind11-dev python3-dev python3-numpy)
 if [[ "${1:-}" == "--test" ]]; then
   packages+=(chromium clang-14 libclang-rt-14-dev
-             python3-pytest python3-torch)
+             python3-pytest python3-torch python3-venv python3-wheel)
   # Any Node.js with npm will do (e.g. one already installed from elsewhere).
   command -v npm >/dev/null || packages+=(nodejs npm)
 elif [[ "${1:-}" == "--aarch64" ]]; then
