@@ -642,7 +642,7 @@ Result<EvalReport> evaluate_checkpoint(const std::string& checkpoint, const Eval
   QEMB_ASSIGN_OR_RETURN(TargetVersion target, discover_target_version(options.qnn_sdk_version));
   // Streamed from the mapping, a row at a time: the table is never in memory whole.
   QEMB_ASSIGN_OR_RETURN(EvalReport report, evaluate_rows(CheckpointRows(table), options, target,
-                                                          TableSource{checkpoint, name, table.info().dtype}));
+                                                          TableSource{checkpoint, name, table.info().dtype, to_string(ckpt.format())}));
   report.source_quantized = table.source_quantized();
   return report;
 }
