@@ -25,6 +25,8 @@ struct Obj {
   std::string s;                      // string, bytes, global "module.name"
   std::vector<Obj*> items;            // tuple, list; dict values
   std::vector<Obj*> keys;             // dict keys
+  std::unordered_map<std::string, size_t> str_keys;  // dict: where each str key is in `keys`
+  std::unordered_map<int64_t, size_t> int_keys;      // dict: where each int key is in `keys`
   int depth = 1;                      // containers inside, counting itself (as far as known when built)
   // storage
   std::string dtype, key;
@@ -164,11 +166,17 @@ class Unpickler {
       return fail_at(at, std::string("sets an item on a ") + kind_name(dict->kind) + ", not a dict");
     QEMB_RETURN_IF_ERROR(nest(dict, value, at));
     QEMB_RETURN_IF_ERROR(nest(dict, key, at));
-    for (size_t k = 0; k < dict->keys.size(); ++k) {
-      const Obj* old = dict->keys[k];
-      if (old->kind == key->kind && ((key->kind == Obj::Kind::kString && old->s == key->s) ||
-                                     (key->kind == Obj::Kind::kInt && old->i == key->i))) {
-        dict->items[k] = value;  // Python keeps the last value
+    // A key set again keeps its place and takes the last value, as in Python.
+    if (key->kind == Obj::Kind::kString) {
+      auto [it, added] = dict->str_keys.emplace(key->s, dict->keys.size());
+      if (!added) {
+        dict->items[it->second] = value;
+        return Status::Ok();
+      }
+    } else if (key->kind == Obj::Kind::kInt) {
+      auto [it, added] = dict->int_keys.emplace(key->i, dict->keys.size());
+      if (!added) {
+        dict->items[it->second] = value;
         return Status::Ok();
       }
     }
@@ -527,11 +535,18 @@ class Unpickler {
   std::unordered_map<uint64_t, Obj*> memo_;
 };
 
+// `visited`: every dict already flattened. A state dict never holds one dict
+// in two places; refusing that keeps the walk linear (a pickle could share
+// one dict under two keys at every level and double the paths each time).
 Status flatten(const Obj* dict, const std::string& prefix, int depth, const std::string& name,
-               std::vector<PickledTensor>& out, std::set<std::string>& seen) {
+               std::vector<PickledTensor>& out, std::set<std::string>& seen, std::set<const Obj*>& visited) {
   if (depth > kMaxPickleDepth)
     return make_error(ErrorCode::kParseError,
                       name + " nests dicts deeper than " + std::to_string(kMaxPickleDepth) + " levels");
+  if (!visited.insert(dict).second)
+    return make_error(ErrorCode::kParseError, name + " holds one dict in two places (at " +
+                                                  in_quotes(prefix.empty() ? "<top>" : prefix) +
+                                                  "); a state dict is a tree");
   for (size_t k = 0; k < dict->keys.size(); ++k) {
     const Obj* key = dict->keys[k];
     const Obj* value = dict->items[k];
@@ -541,7 +556,7 @@ Status flatten(const Obj* dict, const std::string& prefix, int depth, const std:
     else continue;  // not a name a tensor can have
     const std::string full = prefix.empty() ? part : prefix + "." + part;
     if (value->kind == Obj::Kind::kDict) {
-      QEMB_RETURN_IF_ERROR(flatten(value, full, depth + 1, name, out, seen));
+      QEMB_RETURN_IF_ERROR(flatten(value, full, depth + 1, name, out, seen, visited));
     } else if (value->kind == Obj::Kind::kTensor) {
       if (!seen.insert(full).second)
         return make_error(ErrorCode::kParseError, name + " names two tensors " + in_quotes(full));
@@ -573,7 +588,8 @@ Result<std::vector<PickledTensor>> unpickle_state_dict(const uint8_t* data, size
     return make_error(ErrorCode::kUnsupported, name + " holds a " + std::string(kind_name(root->kind)) +
                                                    ", not a state dict (a dict of tensors)");
   std::set<std::string> seen;
-  QEMB_RETURN_IF_ERROR(flatten(root, "", 0, name, out, seen));
+  std::set<const Obj*> visited;
+  QEMB_RETURN_IF_ERROR(flatten(root, "", 0, name, out, seen, visited));
   return out;
 }
 

@@ -22,6 +22,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using namespace qemb::testing;
+using namespace std::string_literals;
 
 // Writes the checkpoints with torch and, for each tensor, its values as
 // float32 (torch's own conversion) in <name>.f32.
@@ -250,7 +251,7 @@ TEST(TorchFile, HostilePicklesAreRefusedByName) {
       ": only state dicts of tensors are read (collections.OrderedDict, torch tensor and parameter rebuilds, torch "
       "storage types), as torch.load(weights_only=True) does; nothing in the file is executed";
   const std::vector<Case> cases = {
-      {"os.system", "\x80\x02" + pk_global("posix", "system") + "q\x00" + pk_str("true") + "\x85R.",
+      {"os.system", "\x80\x02" + pk_global("posix", "system") + "q\x00"s + pk_str("true") + "\x85R.",
        "refuses the global 'posix.system'" + tail},
       {"__reduce__ eval (protocol 2)", "\x80\x02" + pk_global("__builtin__", "eval") + pk_str("1") + "\x85R.",
        "refuses the global '__builtin__.eval'" + tail},
@@ -265,6 +266,8 @@ TEST(TorchFile, HostilePicklesAreRefusedByName) {
       {"no STOP", "\x80\x02}", "ends without its STOP opcode (the pickle is truncated)"},
       {"tensor past its storage", state_dict_pickle({{"w", "FloatStorage", "0", 6, 0, {4, 3}, {3, 1}}}),
        "has a tensor that reads element 11 of storage '0', which holds 6 elements (at byte 163)"},
+      {"one dict in two places (a memo cycle)", "\x80\x02}q\x00"s + pk_str("a") + "h\x00s."s,
+       "holds one dict in two places (at 'a'); a state dict is a tree"},
       {"unknown opcode", "\x80\x02i.", "uses pickle opcode 0x69 (at byte 2), which a state dict of tensors does not "
                                        "use; only state dicts are read"},
   };
