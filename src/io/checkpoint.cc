@@ -159,13 +159,6 @@ Status parse_index(Checkpoint::State& s) {
   return Status::Ok();
 }
 
-bool sniff_gguf(const std::string& path) {
-  char magic[4] = {};
-  std::ifstream in(path, std::ios::binary);
-  if (in) in.read(magic, 4);
-  return in.gcount() == 4 && std::memcmp(magic, "GGUF", 4) == 0;
-}
-
 bool is_lone_tensor_file(CheckpointFormat f) {
   return f == CheckpointFormat::kPytorch || f == CheckpointFormat::kNpy || f == CheckpointFormat::kNpz;
 }
@@ -307,21 +300,24 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
     QEMB_RETURN_IF_ERROR(parse_index(*s));
     if (std::all_of(s->shards.begin(), s->shards.end(), [](const std::string& f) { return is_torch_name(f); }))
       s->format = CheckpointFormat::kShardedPytorch;
-  } else if (s->file = path; !ends_with(path, ".gguf") && !ends_with(path, ".safetensors") &&
-                              fs::is_regular_file(st)) {
-    // A PyTorch or NumPy file by its magic (then s->format says which), else as below.
-    QEMB_ASSIGN_OR_RETURN(bool tensor_file, sniff_lone_file(*s));
-    if (!tensor_file) s->format = sniff_gguf(path) ? CheckpointFormat::kGguf : CheckpointFormat::kSafetensors;
   } else {
-    char magic[4] = {};
-    std::ifstream in;
-    // Only a regular file is sniffed: a FIFO would block or lose its bytes;
-    // the readers refuse anything else with a clear message.
-    if (fs::is_regular_file(st)) in.open(path, std::ios::binary);
-    if (in) in.read(magic, 4);
-    // A missing file is left to the safetensors reader, whose error names it.
-    const bool gguf = ends_with(path, ".gguf") || (in.gcount() == 4 && std::memcmp(magic, "GGUF", 4) == 0);
-    s->format = gguf ? CheckpointFormat::kGguf : CheckpointFormat::kSafetensors;
+    s->file = path;
+    // A PyTorch or NumPy file by its magic (then s->format says which).
+    bool tensor_file = false;
+    if (fs::is_regular_file(st) && !ends_with(path, ".gguf") && !ends_with(path, ".safetensors")) {
+      QEMB_ASSIGN_OR_RETURN(tensor_file, sniff_lone_file(*s));
+    }
+    if (!tensor_file) {
+      char magic[4] = {};
+      std::ifstream in;
+      // Only a regular file is sniffed: a FIFO would block or lose its bytes;
+      // the readers refuse anything else with a clear message.
+      if (fs::is_regular_file(st)) in.open(path, std::ios::binary);
+      if (in) in.read(magic, 4);
+      // A missing file is left to the safetensors reader, whose error names it.
+      const bool gguf = ends_with(path, ".gguf") || (in.gcount() == 4 && std::memcmp(magic, "GGUF", 4) == 0);
+      s->format = gguf ? CheckpointFormat::kGguf : CheckpointFormat::kSafetensors;
+    }
   }
   if (s->format == CheckpointFormat::kGguf) {
     QEMB_ASSIGN_OR_RETURN(GgufFile g, GgufFile::open(s->file));
