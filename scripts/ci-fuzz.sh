@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 seconds=${FUZZ_SECONDS:-30}
-targets=(${FUZZ_TARGETS:-safetensors gguf artifact runtime npy token_list sdk_version})
+targets=(${FUZZ_TARGETS:-safetensors gguf artifact runtime npy pickle torch_file token_list sdk_version})
 build=build-fuzz
 started=$SECONDS
 

@@ -1,6 +1,8 @@
 // Opening a checkpoint whatever its form: one safetensors file, a sharded
 // Hugging Face checkpoint (model.safetensors.index.json, whose weight_map names
-// the shard of each tensor), a checkpoint folder, or a GGUF file. compile,
+// the shard of each tensor), a checkpoint folder, a GGUF file, a PyTorch
+// checkpoint (torch.save zip or legacy file, or pytorch_model.bin.index.json
+// and its shards), or a NumPy .npy / .npz file. compile,
 // eval, fakequant and export-onnx all open their input here.
 //
 // Shards are memory-mapped only when a tensor in them is asked for, and each
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "qemb/gguf.h"
+#include "qemb/pytorch.h"
 #include "qemb/safetensors.h"
 #include "qemb/status.h"
 
@@ -23,14 +26,20 @@ enum class CheckpointFormat {
   kSafetensors,         // one .safetensors file (given directly, or the only one in a folder)
   kShardedSafetensors,  // an index JSON and its shards
   kGguf,
+  kPytorch,         // one torch.save file (.bin, .pt, .pth; zip or legacy), by its magic
+  kShardedPytorch,  // pytorch_model.bin.index.json and its .bin shards
+  kNpy,             // one NumPy .npy array
+  kNpz,             // a NumPy .npz archive (np.savez), one member per table
 };
-const char* to_string(CheckpointFormat format);  // "safetensors", "sharded safetensors", "gguf"
+// "safetensors", "sharded safetensors", "gguf", "pytorch", "sharded pytorch", "npy", "npz"
+const char* to_string(CheckpointFormat format);
 
 inline constexpr const char* kSafetensorsIndexName = "model.safetensors.index.json";
 
 struct CheckpointTensorInfo {
   std::string name;
-  std::string dtype;           // safetensors dtype, or the GGUF type name ("Q8_0")
+  std::string dtype;           // safetensors dtype, or the GGUF type name ("Q8_0"); PyTorch and NumPy
+                               // tensors use the safetensors names ("F32", "F16", "BF16", "I64")
   std::vector<int64_t> shape;  // row-major, outermost first (GGUF dims reversed)
   std::string file;            // the file (shard) that holds it
 };
@@ -57,19 +66,26 @@ class CheckpointTable {
 
  private:
   friend class Checkpoint;
+  // The first row in the mapping when rows lie there one after another, else nullptr.
+  const uint8_t* in_place_base() const;
   CheckpointTensorInfo info_;
   std::shared_ptr<const SafetensorsFile> st_;
   const SafetensorsTensor* st_tensor_ = nullptr;
   std::shared_ptr<const GgufFile> gguf_;
   const GgufTensor* gguf_tensor_ = nullptr;
+  std::shared_ptr<const TensorFile> tf_;  // PyTorch, .npy, .npz
+  const FileTensor* tf_tensor_ = nullptr;
   uint64_t row_bytes_ = 0;
 };
 
 class Checkpoint {
  public:
   // Detects the form of `path`: a folder (its model.safetensors.index.json,
-  // else its one *.safetensors, else its one *.gguf), a *.index.json file, a
-  // GGUF file (by its magic) or a safetensors file. An index is parsed and
+  // else its one *.safetensors, else its one *.gguf, else its
+  // pytorch_model.bin.index.json, else its pytorch_model.bin or one
+  // .bin/.pt/.pth), a *.index.json file (safetensors, or PyTorch when every
+  // shard is .bin/.pt/.pth), a GGUF file, a torch.save file (zip or legacy),
+  // a .npy or .npz file (each by its magic) or a safetensors file. An index is parsed and
   // every shard it names must exist; no shard is mapped yet.
   static Result<Checkpoint> open(const std::string& path);
 
@@ -93,6 +109,9 @@ class Checkpoint {
   // The safetensors file holding `name`, mapped and checked against the index.
   Result<std::shared_ptr<const SafetensorsFile>> safetensors_of(const std::string& name) const;
   const GgufFile* gguf() const;  // GGUF only
+  // The PyTorch / NumPy file holding `name` (mapped once, a shard checked
+  // against the index when it is mapped).
+  Result<std::shared_ptr<const TensorFile>> tensor_file_of(const std::string& name) const;
   // The lone safetensors file (kSafetensors only).
   Result<std::shared_ptr<const SafetensorsFile>> lone_safetensors() const;
 

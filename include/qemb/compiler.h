@@ -77,6 +77,7 @@ struct TableSource {
   std::string file;
   std::string tensor;
   std::string dtype;
+  std::string format;  // the checkpoint's form ("safetensors", "gguf", "pytorch", "npy", ...); may be empty
 };
 
 // The activation encoding from the whole table or from the calibration rows.

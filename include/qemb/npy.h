@@ -41,6 +41,16 @@ Result<NpyArray> read_npy(const std::string& path);
 // `name` appears in error messages.
 Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& name = "<memory>");
 
+// The header of a .npy file held in memory, checked against the data that
+// follows it (exactly the shape's bytes), for reading the data in place.
+struct NpyHeader {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  bool fortran_order = false;
+  uint64_t data_offset = 0;  // where the elements start
+};
+Result<NpyHeader> parse_npy_header(const uint8_t* data, size_t size, const std::string& name = "<memory>");
+
 // The array's elements in C (row-major) order; a Fortran-ordered array is
 // transposed, others are returned as they are.
 std::vector<uint8_t> npy_c_order_data(const NpyArray& array);

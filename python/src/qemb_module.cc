@@ -654,7 +654,7 @@ py::object evaluate(const py::object& source, const std::optional<std::string>& 
     Result<TargetVersion> target = discover_target_version(o.qnn_sdk_version);
     if (target.ok()) {
       r = evaluate_table(static_cast<const float*>(t.array.data()), t.rows, t.dim, o, *target,
-                         TableSource{"<memory>", "", t.dtype});
+                         TableSource{"<memory>", "", t.dtype, ""});
     } else {
       r = target.error();
     }

@@ -38,7 +38,7 @@ Result<std::vector<CompiledEmbedding>> compile_tables(const Checkpoint& ckpt, co
   std::vector<CompiledEmbedding> compiled;
   for (size_t i = 0; i < tables.size(); ++i) {
     const CheckpointTable& table = prepared[i].table;
-    TableSource source{checkpoint, table.info().name, table.info().dtype};
+    TableSource source{checkpoint, table.info().name, table.info().dtype, to_string(ckpt.format())};
     Result<CompiledEmbedding> c = compile_rows(CheckpointRows(table), tables[i], prepared[i].target, *out, source);
     if (!c.ok()) {
       if (tables.size() == 1) return c.error();
@@ -84,7 +84,7 @@ Result<CompiledEmbedding> compile_checkpoint_impl(const std::string& checkpoint,
     QEMB_ASSIGN_OR_RETURN(CheckpointTable table, ckpt.table(name));
     if (table.rows() <= 0 || table.dim() <= 0) return empty_table_error(table.rows(), table.dim());
     QEMB_ASSIGN_OR_RETURN(TargetVersion target, discover_target_version(options.qnn_sdk_version));
-    return compile_rows(CheckpointRows(table), options, target, TableSource{checkpoint, name, table.info().dtype});
+    return compile_rows(CheckpointRows(table), options, target, TableSource{checkpoint, name, table.info().dtype, to_string(ckpt.format())});
   }
   CompileOptions resolved = options;
   resolved.tensor = name;

@@ -260,6 +260,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   m["node"] = options.node_name;
   m["source"] = {{"file", source.file}, {"tensor", source.tensor}, {"dtype", source.dtype},
                  {"shape", {rows, dim}}};
+  if (!source.format.empty()) m["source"]["format"] = source.format;
   m["scheme"] = to_string(options.scheme);
   m["pattern"] = to_string(out.pattern);
   m["pattern_reason"] = out.pattern_reason;

@@ -631,7 +631,7 @@ Result<StoreAndName> open_store(const Checkpoint& ckpt, const std::string& expli
 Result<EvalReport> evaluate_checkpoint(const std::string& checkpoint, const EvalOptions& options) {
   QEMB_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(checkpoint));
   std::string name;
-  if (ckpt.format() == CheckpointFormat::kGguf) {
+  if (ckpt.format() != CheckpointFormat::kSafetensors && ckpt.format() != CheckpointFormat::kShardedSafetensors) {
     QEMB_ASSIGN_OR_RETURN(name, ckpt.find_embedding(options.tensor));
   } else {
     // An explicit name resolves as a dotted path, as fakequant writes through.
@@ -642,7 +642,7 @@ Result<EvalReport> evaluate_checkpoint(const std::string& checkpoint, const Eval
   QEMB_ASSIGN_OR_RETURN(TargetVersion target, discover_target_version(options.qnn_sdk_version));
   // Streamed from the mapping, a row at a time: the table is never in memory whole.
   QEMB_ASSIGN_OR_RETURN(EvalReport report, evaluate_rows(CheckpointRows(table), options, target,
-                                                          TableSource{checkpoint, name, table.info().dtype}));
+                                                          TableSource{checkpoint, name, table.info().dtype, to_string(ckpt.format())}));
   report.source_quantized = table.source_quantized();
   return report;
 }
@@ -662,6 +662,10 @@ Result<FakeQuantResult> fakequant_checkpoint(const std::string& checkpoint, cons
   if (ckpt.format() == CheckpointFormat::kGguf)
     return make_error(ErrorCode::kUnsupported, "fakequant writes safetensors checkpoints; '" + checkpoint +
                                                    "' is GGUF (compile and eval read it)");
+  if (ckpt.format() != CheckpointFormat::kSafetensors && ckpt.format() != CheckpointFormat::kShardedSafetensors)
+    return make_error(ErrorCode::kUnsupported, std::string("fakequant writes safetensors checkpoints; '") + checkpoint +
+                                                   "' is a " + to_string(ckpt.format()) +
+                                                   " checkpoint (compile and eval read it)");
   QEMB_ASSIGN_OR_RETURN(StoreAndName opened, open_store(ckpt, options.tensor));
   QEMB_ASSIGN_OR_RETURN(TargetVersion target, discover_target_version(options.qnn_sdk_version));
   QEMB_ASSIGN_OR_RETURN(FakeQuantResult result, fakequant_named(opened.store, opened.name, options, target));

@@ -85,6 +85,10 @@ const char* to_string(CheckpointFormat format) {
     case CheckpointFormat::kSafetensors: return "safetensors";
     case CheckpointFormat::kShardedSafetensors: return "sharded safetensors";
     case CheckpointFormat::kGguf: return "gguf";
+    case CheckpointFormat::kPytorch: return "pytorch";
+    case CheckpointFormat::kShardedPytorch: return "sharded pytorch";
+    case CheckpointFormat::kNpy: return "npy";
+    case CheckpointFormat::kNpz: return "npz";
   }
   return "?";
 }
@@ -99,6 +103,9 @@ struct Checkpoint::State {
   std::shared_ptr<const GgufFile> gguf;
   std::mutex mu;  // guards `mapped`
   std::map<std::string, std::shared_ptr<const SafetensorsFile>> mapped;  // by shard file name (or the lone file)
+  // PyTorch and NumPy files, by shard file name (or "" for the lone file); guarded by `mu`.
+  std::map<std::string, std::shared_ptr<const TensorFile>> tensor_files;
+  TensorFileKind lone_kind = TensorFileKind::kPytorchZip;
 
   std::string shard_path(const std::string& shard) const { return (fs::path(folder) / shard).string(); }
 };
@@ -152,6 +159,81 @@ Status parse_index(Checkpoint::State& s) {
   return Status::Ok();
 }
 
+bool is_lone_tensor_file(CheckpointFormat f) {
+  return f == CheckpointFormat::kPytorch || f == CheckpointFormat::kNpy || f == CheckpointFormat::kNpz;
+}
+
+bool is_torch_name(const std::string& name) {
+  return ends_with(name, ".bin") || ends_with(name, ".pt") || ends_with(name, ".pth");
+}
+
+// The form of the file at `path` when it is a PyTorch or NumPy file, by its
+// magic; a .bin/.pt/.pth/.npy/.npz name with no known magic is an error.
+Result<bool> sniff_lone_file(Checkpoint::State& s) {
+  std::error_code ec;
+  if (!fs::is_regular_file(s.file, ec)) return false;
+  uint8_t head[16] = {};
+  std::ifstream in(s.file, std::ios::binary);
+  in.read(reinterpret_cast<char*>(head), sizeof head);
+  const size_t got = static_cast<size_t>(in.gcount());
+  TensorFileKind kind;
+  if (sniff_tensor_file(head, got, s.file, &kind)) {
+    s.lone_kind = kind;
+    s.format = kind == TensorFileKind::kNpy   ? CheckpointFormat::kNpy
+               : kind == TensorFileKind::kNpz ? CheckpointFormat::kNpz
+                                              : CheckpointFormat::kPytorch;
+    return true;
+  }
+  if (is_torch_name(s.file))
+    return make_error(ErrorCode::kParseError,
+                      in_quotes(s.file) + " starts with neither a zip header (torch.save) nor the legacy torch.save "
+                                          "magic number; not a PyTorch checkpoint (or it is truncated)");
+  if (ends_with(s.file, ".npy") || ends_with(s.file, ".npz"))
+    return make_error(ErrorCode::kParseError, in_quotes(s.file) + " starts with neither the .npy magic \\x93NUMPY "
+                                                                  "nor a zip header; not a NumPy file");
+  return false;
+}
+
+// A folder of PyTorch files: its pytorch_model.bin.index.json (or one other
+// *.bin.index.json), else its pytorch_model.bin, else its one .bin/.pt/.pth.
+Status open_pytorch_folder(Checkpoint::State& s) {
+  std::vector<std::string> indexes, files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(s.path, ec)) {
+    if (!e.is_regular_file(ec)) continue;
+    const std::string name = e.path().filename().string();
+    if (ends_with(name, ".index.json") && is_torch_name(name.substr(0, name.size() - 11))) indexes.push_back(name);
+    else if (is_torch_name(name)) files.push_back(name);
+  }
+  std::sort(indexes.begin(), indexes.end());
+  std::sort(files.begin(), files.end());
+  if (std::find(indexes.begin(), indexes.end(), "pytorch_model.bin.index.json") != indexes.end())
+    indexes = {"pytorch_model.bin.index.json"};
+  if (indexes.size() > 1)
+    return make_error(ErrorCode::kInvalidArgument, "folder " + in_quotes(s.path) + " holds several indexes (" +
+                                                       join_names(indexes) + "); pass the one to use");
+  if (indexes.size() == 1) {
+    s.format = CheckpointFormat::kShardedPytorch;
+    s.index_path = (fs::path(s.path) / indexes[0]).string();
+    return parse_index(s);
+  }
+  if (std::find(files.begin(), files.end(), "pytorch_model.bin") != files.end()) files = {"pytorch_model.bin"};
+  if (files.size() > 1)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "folder " + in_quotes(s.path) + " holds several PyTorch files (" + join_names(files) +
+                          ") but no pytorch_model.bin.index.json saying which tensor is in which; pass one file");
+  if (files.size() == 1) {
+    s.file = (fs::path(s.path) / files[0]).string();
+    QEMB_ASSIGN_OR_RETURN(bool known, sniff_lone_file(s));
+    if (!known || s.format != CheckpointFormat::kPytorch)
+      return make_error(ErrorCode::kParseError, in_quotes(s.file) + " is not a torch.save checkpoint");
+    return Status::Ok();
+  }
+  return make_error(ErrorCode::kNotFound, "folder " + in_quotes(s.path) +
+                                              " holds no model.safetensors.index.json, .safetensors or .gguf file "
+                                              "(nor pytorch_model.bin.index.json, .bin, .pt or .pth)");
+}
+
 // The checkpoint inside a folder: its index, else its one safetensors file,
 // else its one GGUF file.
 Status open_folder(Checkpoint::State& s) {
@@ -198,8 +280,7 @@ Status open_folder(Checkpoint::State& s) {
   if (ggufs.size() > 1)
     return make_error(ErrorCode::kInvalidArgument,
                       "folder " + in_quotes(s.path) + " holds several .gguf files (" + join(ggufs) + "); pass one");
-  return make_error(ErrorCode::kNotFound, "folder " + in_quotes(s.path) +
-                                              " holds no model.safetensors.index.json, .safetensors or .gguf file");
+  return open_pytorch_folder(s);
 }
 
 }  // namespace
@@ -217,17 +298,26 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
     const fs::path parent = fs::path(path).parent_path();
     s->folder = parent.empty() ? "." : parent.string();
     QEMB_RETURN_IF_ERROR(parse_index(*s));
+    if (std::all_of(s->shards.begin(), s->shards.end(), [](const std::string& f) { return is_torch_name(f); }))
+      s->format = CheckpointFormat::kShardedPytorch;
   } else {
     s->file = path;
-    char magic[4] = {};
-    std::ifstream in;
-    // Only a regular file is sniffed: a FIFO would block or lose its bytes;
-    // the readers refuse anything else with a clear message.
-    if (fs::is_regular_file(st)) in.open(path, std::ios::binary);
-    if (in) in.read(magic, 4);
-    // A missing file is left to the safetensors reader, whose error names it.
-    const bool gguf = ends_with(path, ".gguf") || (in.gcount() == 4 && std::memcmp(magic, "GGUF", 4) == 0);
-    s->format = gguf ? CheckpointFormat::kGguf : CheckpointFormat::kSafetensors;
+    // A PyTorch or NumPy file by its magic (then s->format says which).
+    bool tensor_file = false;
+    if (fs::is_regular_file(st) && !ends_with(path, ".gguf") && !ends_with(path, ".safetensors")) {
+      QEMB_ASSIGN_OR_RETURN(tensor_file, sniff_lone_file(*s));
+    }
+    if (!tensor_file) {
+      char magic[4] = {};
+      std::ifstream in;
+      // Only a regular file is sniffed: a FIFO would block or lose its bytes;
+      // the readers refuse anything else with a clear message.
+      if (fs::is_regular_file(st)) in.open(path, std::ios::binary);
+      if (in) in.read(magic, 4);
+      // A missing file is left to the safetensors reader, whose error names it.
+      const bool gguf = ends_with(path, ".gguf") || (in.gcount() == 4 && std::memcmp(magic, "GGUF", 4) == 0);
+      s->format = gguf ? CheckpointFormat::kGguf : CheckpointFormat::kSafetensors;
+    }
   }
   if (s->format == CheckpointFormat::kGguf) {
     QEMB_ASSIGN_OR_RETURN(GgufFile g, GgufFile::open(s->file));
@@ -235,6 +325,9 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
   } else if (s->format == CheckpointFormat::kSafetensors) {
     QEMB_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(s->file));
     s->mapped.emplace("", std::make_shared<const SafetensorsFile>(std::move(f)));
+  } else if (is_lone_tensor_file(s->format)) {
+    QEMB_ASSIGN_OR_RETURN(TensorFile f, TensorFile::open(s->file, s->lone_kind));
+    s->tensor_files.emplace("", std::make_shared<const TensorFile>(std::move(f)));
   }
   return Checkpoint(std::move(s));
 }
@@ -244,7 +337,9 @@ const std::string& Checkpoint::path() const { return s_->path; }
 const std::string& Checkpoint::folder() const { return s_->folder; }
 const std::string& Checkpoint::index_path() const { return s_->index_path; }
 const std::string& Checkpoint::file() const {
-  return s_->format == CheckpointFormat::kShardedSafetensors ? s_->index_path : s_->file;
+  return s_->format == CheckpointFormat::kShardedSafetensors || s_->format == CheckpointFormat::kShardedPytorch
+             ? s_->index_path
+             : s_->file;
 }
 const GgufFile* Checkpoint::gguf() const { return s_->gguf.get(); }
 
@@ -267,6 +362,14 @@ std::vector<std::string> Checkpoint::tensor_names() const {
     case CheckpointFormat::kSafetensors:
       for (const SafetensorsTensor& t : s_->mapped.at("")->tensors()) names.push_back(t.name);
       break;
+    case CheckpointFormat::kShardedPytorch:
+      for (const auto& [name, shard] : s_->weight_map) names.push_back(name);
+      break;
+    case CheckpointFormat::kPytorch:
+    case CheckpointFormat::kNpy:
+    case CheckpointFormat::kNpz:
+      for (const FileTensor& t : s_->tensor_files.at("")->tensors()) names.push_back(t.name);
+      break;
   }
   return names;
 }
@@ -276,7 +379,7 @@ std::vector<std::string> Checkpoint::shard_files() const { return s_->shards; }
 Result<std::string> Checkpoint::file_of(const std::string& name) const {
   bool found = false;
   std::string file = s_->file;
-  if (s_->format == CheckpointFormat::kShardedSafetensors) {
+  if (s_->format == CheckpointFormat::kShardedSafetensors || s_->format == CheckpointFormat::kShardedPytorch) {
     auto it = s_->shard_of.find(name);
     if (it != s_->shard_of.end()) {
       found = true;
@@ -284,6 +387,8 @@ Result<std::string> Checkpoint::file_of(const std::string& name) const {
     }
   } else if (s_->format == CheckpointFormat::kGguf) {
     found = s_->gguf->find(name) != nullptr;
+  } else if (is_lone_tensor_file(s_->format)) {
+    found = s_->tensor_files.at("")->find(name) != nullptr;
   } else {
     found = s_->mapped.at("")->find(name) != nullptr;
   }
@@ -297,6 +402,9 @@ Result<std::string> Checkpoint::file_of(const std::string& name) const {
 Result<std::shared_ptr<const SafetensorsFile>> Checkpoint::safetensors_of(const std::string& name) const {
   if (s_->format == CheckpointFormat::kGguf)
     return make_error(ErrorCode::kUnsupported, in_quotes(s_->file) + " is a GGUF file, not safetensors");
+  if (s_->format != CheckpointFormat::kSafetensors && s_->format != CheckpointFormat::kShardedSafetensors)
+    return make_error(ErrorCode::kUnsupported, in_quotes(file()) + " is a " + to_string(s_->format) +
+                                                   " checkpoint, not safetensors");
   QEMB_RETURN_IF_ERROR(file_of(name).status());
   if (s_->format == CheckpointFormat::kSafetensors) return s_->mapped.at("");
   const std::string shard = s_->shard_of.at(name);
@@ -327,9 +435,60 @@ Result<std::shared_ptr<const SafetensorsFile>> Checkpoint::safetensors_of(const 
   return shared;
 }
 
+Result<std::shared_ptr<const TensorFile>> Checkpoint::tensor_file_of(const std::string& name) const {
+  if (!is_lone_tensor_file(s_->format) && s_->format != CheckpointFormat::kShardedPytorch)
+    return make_error(ErrorCode::kUnsupported, in_quotes(file()) + " is a " + to_string(s_->format) +
+                                                   " checkpoint, not a PyTorch or NumPy file");
+  QEMB_RETURN_IF_ERROR(file_of(name).status());
+  if (is_lone_tensor_file(s_->format)) return s_->tensor_files.at("");
+  const std::string shard = s_->shard_of.at(name);
+  std::lock_guard<std::mutex> lock(s_->mu);
+  if (auto it = s_->tensor_files.find(shard); it != s_->tensor_files.end()) return it->second;
+  const std::string shard_path = s_->shard_path(shard);
+  uint8_t head[16] = {};
+  {
+    std::ifstream in(shard_path, std::ios::binary);
+    in.read(reinterpret_cast<char*>(head), sizeof head);
+    TensorFileKind kind;
+    if (!sniff_tensor_file(head, static_cast<size_t>(in.gcount()), shard_path, &kind) ||
+        kind == TensorFileKind::kNpy || kind == TensorFileKind::kNpz)
+      return make_error(ErrorCode::kParseError, "shard " + in_quotes(shard_path) +
+                                                    " of index " + in_quotes(s_->index_path) +
+                                                    " is not a torch.save checkpoint");
+    QEMB_ASSIGN_OR_RETURN(TensorFile f, TensorFile::open(shard_path, kind));
+    // The shard must hold exactly what the index places in it.
+    for (const auto& [tensor, where] : s_->weight_map)
+      if (where == shard && f.find(tensor) == nullptr)
+        return make_error(ErrorCode::kParseError, "index " + in_quotes(s_->index_path) + " places tensor " +
+                                                      in_quotes(tensor) + " in shard " + in_quotes(shard) +
+                                                      ", but that shard does not hold it; the index and its shards "
+                                                      "disagree (re-download the checkpoint)");
+    for (const FileTensor& t : f.tensors()) {
+      auto it = s_->shard_of.find(t.name);
+      if (it == s_->shard_of.end() || it->second != shard)
+        return make_error(ErrorCode::kParseError,
+                          "shard " + in_quotes(shard) + " holds tensor " + in_quotes(t.name) + ", which index " +
+                              in_quotes(s_->index_path) +
+                              (it == s_->shard_of.end() ? " does not list" : " places in " + in_quotes(it->second)) +
+                              "; the index and its shards disagree");
+    }
+    auto shared = std::make_shared<const TensorFile>(std::move(f));
+    s_->tensor_files.emplace(shard, shared);
+    return shared;
+  }
+}
+
 Result<CheckpointTensorInfo> Checkpoint::info(const std::string& name) const {
   CheckpointTensorInfo info;
   info.name = name;
+  if (is_lone_tensor_file(s_->format) || s_->format == CheckpointFormat::kShardedPytorch) {
+    QEMB_ASSIGN_OR_RETURN(std::shared_ptr<const TensorFile> f, tensor_file_of(name));
+    const FileTensor* t = f->find(name);
+    info.dtype = t->dtype;
+    info.shape = t->shape;
+    info.file = f->path();
+    return info;
+  }
   if (s_->format == CheckpointFormat::kGguf) {
     const GgufTensor* t = s_->gguf->find(name);
     if (t == nullptr) return file_of(name).status();
@@ -348,8 +507,22 @@ Result<CheckpointTensorInfo> Checkpoint::info(const std::string& name) const {
 
 Result<std::string> Checkpoint::find_embedding(const std::string& explicit_name) const {
   std::string name;
+  const bool numpy = s_->format == CheckpointFormat::kNpy || s_->format == CheckpointFormat::kNpz;
   if (s_->format == CheckpointFormat::kSafetensors) {
     QEMB_ASSIGN_OR_RETURN(name, find_embedding_tensor(*s_->mapped.at(""), explicit_name));
+  } else if (numpy && explicit_name.empty()) {
+    // An array file names no embedding: its one array is the table.
+    const std::vector<std::string> names = tensor_names();
+    if (names.size() > 1)
+      return make_error(ErrorCode::kInvalidArgument, in_quotes(file()) + " holds several arrays (" +
+                                                         join_names(names) +
+                                                         "). Pass CompileOptions.tensor = NAME to choose one");
+    QEMB_ASSIGN_OR_RETURN(CheckpointTensorInfo info, info(names[0]));
+    if (info.shape.size() != 2)
+      return make_error(ErrorCode::kUnsupported, "array " + in_quotes(names[0]) + " in " + in_quotes(file()) +
+                                                     " has shape " + shape_to_string(info.shape) +
+                                                     "; an embedding table must be 2-D [vocab, dim]");
+    return names[0];
   } else if (!explicit_name.empty()) {
     QEMB_ASSIGN_OR_RETURN(CheckpointTensorInfo info, info(explicit_name));
     if (info.shape.size() != 2)
@@ -438,6 +611,13 @@ Result<CheckpointTable> Checkpoint::table(const std::string& name) const {
     t.gguf_ = s_->gguf;
     t.gguf_tensor_ = s_->gguf->find(name);
     t.row_bytes_ = info.shape[0] > 0 ? t.gguf_tensor_->byte_size() / static_cast<uint64_t>(info.shape[0]) : 0;
+  } else if (is_lone_tensor_file(s_->format) || s_->format == CheckpointFormat::kShardedPytorch) {
+    if (!is_float_convertible_dtype(info.dtype))
+      return make_error(ErrorCode::kUnsupported, "tensor '" + name + "' in " + in_quotes(info.file) + " has dtype " +
+                                                     info.dtype + "; qemb reads F32, F16 and BF16 embeddings");
+    QEMB_ASSIGN_OR_RETURN(t.tf_, tensor_file_of(name));
+    t.tf_tensor_ = t.tf_->find(name);
+    t.row_bytes_ = static_cast<uint64_t>(info.shape[1]) * static_cast<uint64_t>(t.tf_tensor_->item_size);
   } else {
     if (!is_float_convertible_dtype(info.dtype))
       return make_error(ErrorCode::kUnsupported, "tensor '" + name + "' has dtype " + info.dtype +
@@ -453,24 +633,34 @@ bool CheckpointTable::source_quantized() const { return gguf_ != nullptr && is_g
 
 Status CheckpointTable::read_rows(int64_t begin, int64_t end, float* out) const {
   if (gguf_) return gguf_->read_rows_float(*gguf_tensor_, begin, end, out);
+  if (tf_) return tf_->read_rows_float(*tf_tensor_, begin, end, out);
   return st_->read_rows_float(*st_tensor_, begin, end, out);
 }
 
 const float* CheckpointTable::rows_in_place(int64_t begin, int64_t end) const {
-  if (gguf_ || st_tensor_->dtype != "F32" || begin < 0 || end < begin || end > rows()) return nullptr;
-  const uint8_t* at = st_->raw(*st_tensor_) + static_cast<uint64_t>(begin) * row_bytes_;
+  if (gguf_ || info_.dtype != "F32" || begin < 0 || end < begin || end > rows()) return nullptr;
+  const uint8_t* base = in_place_base();
+  if (base == nullptr) return nullptr;
+  const uint8_t* at = base + static_cast<uint64_t>(begin) * row_bytes_;
   if (reinterpret_cast<uintptr_t>(at) % alignof(float) != 0) return nullptr;
   return reinterpret_cast<const float*>(at);
 }
 
 const uint8_t* CheckpointTable::bf16_row(int64_t row) const {
   if (info_.dtype != "BF16" || std::endian::native != std::endian::little || row < 0 || row >= rows()) return nullptr;
-  const uint8_t* base = gguf_ ? gguf_->raw(*gguf_tensor_) : st_->raw(*st_tensor_);
-  return base + static_cast<uint64_t>(row) * row_bytes_;
+  const uint8_t* base = in_place_base();
+  return base == nullptr ? nullptr : base + static_cast<uint64_t>(row) * row_bytes_;
+}
+
+const uint8_t* CheckpointTable::in_place_base() const {
+  if (gguf_) return gguf_->raw(*gguf_tensor_);
+  if (tf_) return tf_tensor_->contiguous() ? tf_tensor_->first() : nullptr;  // a strided view is gathered
+  return st_->raw(*st_tensor_);
 }
 
 void CheckpointTable::release(int64_t begin, int64_t end) const {
-  const uint8_t* base = gguf_ ? gguf_->raw(*gguf_tensor_) : st_->raw(*st_tensor_);
+  const uint8_t* base = in_place_base();
+  if (base == nullptr) return;
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t lo = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(begin) * row_bytes_;
   const uintptr_t hi = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(end) * row_bytes_;

@@ -283,6 +283,16 @@ Result<NpyDtype> parse_npy_dtype(const std::string& descr) {
 }
 
 Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& name) {
+  QEMB_ASSIGN_OR_RETURN(NpyHeader header, parse_npy_header(data, size, name));
+  NpyArray array;
+  array.dtype = std::move(header.dtype);
+  array.shape = std::move(header.shape);
+  array.fortran_order = header.fortran_order;
+  array.data.assign(data + header.data_offset, data + size);
+  return array;
+}
+
+Result<NpyHeader> parse_npy_header(const uint8_t* data, size_t size, const std::string& name) {
   if (!has_npy_magic(data, size)) {
     return npy_error(name, "does not start with the .npy magic \\x93NUMPY; not a NumPy .npy file");
   }
@@ -341,7 +351,8 @@ Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& 
   if (fortran->kind != PyValue::Kind::kBool) return npy_error(name, "'fortran_order' must be True or False");
   if (shape->kind != PyValue::Kind::kSequence) return npy_error(name, "'shape' must be a tuple of integers");
 
-  NpyArray array;
+  NpyHeader array;
+  array.data_offset = data_start;
   array.dtype = descr->text;
   array.fortran_order = fortran->flag;
   QEMB_ASSIGN_OR_RETURN(NpyDtype dtype, parse_npy_dtype(array.dtype));
@@ -361,7 +372,6 @@ Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& 
                                std::to_string(expected) + " data bytes but the file has " + std::to_string(available) +
                                (available < expected ? " (truncated)" : ""));
   }
-  array.data.assign(data + data_start, data + size);
   return array;
 }
 

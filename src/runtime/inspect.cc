@@ -141,7 +141,8 @@ std::string describe_artifact_text(const EmbeddingRuntime& runtime) {
       os << "storage:      '" << escape_control(t.name) << "' row-interleaved, " << t.row_stride
          << " bytes a row (scale, then values)\n";
   if (j["source"].is_object())
-    os << "source:       " << source("file") << " : " << source("tensor") << " (" << source("dtype") << ")\n";
+    os << "source:       " << source("file") << " : " << source("tensor") << " (" << source("dtype")
+       << (source("format").empty() ? "" : ", " + source("format")) << ")\n";
   if (runtime.table_count() > 1 && j["tables"].is_array()) {
     os << "tables:       " << runtime.table_count() << " (the lines above describe the first; each is chosen by its name)\n";
     for (const nlohmann::json& t : j["tables"]) {

@@ -28,6 +28,7 @@
 #include "qemb/tokens.h"
 #include "artifact/artifact_test_util.h"
 #include "support/test_util.h"
+#include "support/torch_files.h"
 
 namespace qemb {
 namespace {
@@ -150,6 +151,13 @@ std::function<std::string(const class BadInput&)> gguf_with(F tweak) {
     tweak(g);
     return gguf(g);
   };
+}
+
+// A torch.save zip of one F32 [40, 6] state-dict tensor of zeros.
+std::string torch_pt(const std::string& name, int64_t numel) {
+  using namespace qemb::testing;
+  return torch_zip(state_dict_pickle({{name, "FloatStorage", "0", numel, 0, {40, 6}, {6, 1}}}),
+                   {{"0", std::string(static_cast<size_t>(numel) * 4, '\0')}});
 }
 
 // ---- the fixture: a good checkpoint, a good artifact, and its layout --------
@@ -558,6 +566,57 @@ TEST_F(BadInput, CommandLineTable) {
        "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS tables"},
       {"GGUF fakequant", [](B) { return gguf(GgufSpec{}); }, "bad.gguf",
        "fakequant {bad} --scheme 16a4w --qnn-sdk-version 2.48 -o {out}", "fakequant writes safetensors checkpoints"},
+      // -- compile: PyTorch checkpoints and NumPy arrays --------------------------
+      {"PyTorch checkpoint whose pickle calls os.system",
+       [](B) {
+         using namespace qemb::testing;
+         return torch_zip("\x80\x02" + pk_global("posix", "system") + pk_str("true") + "\x85R.", {});
+       },
+       "bad.pt", "compile {bad} -o {out}",
+       "archive/data.pkl refuses the global 'posix.system': only state dicts of tensors are read"},
+      {"PyTorch checkpoint whose pickle reduces builtins.eval",
+       [](B) {
+         using namespace qemb::testing;
+         return torch_zip("\x80\x02" + pk_global("builtins", "eval") + pk_str("1") + "\x85R.", {});
+       },
+       "bad.bin", "eval {bad}", "refuses the global 'builtins.eval'"},
+      {"truncated .pt",
+       [&](B) { return torch_pt(embed, 240).substr(0, 300); }, "bad.pt", "compile {bad} -o {out}",
+       "has no end of central directory record (truncated or not a zip file)"},
+      {"legacy .pt cut inside its storages",
+       [&](B) {
+         using namespace qemb::testing;
+         const std::string magic = std::string("\x80\x02\x8a\x0a", 4) +
+                                   std::string("\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19", 10) + ".";
+         const std::string sd = state_dict_pickle({{embed, "FloatStorage", "0", 240, 0, {40, 6}, {6, 1}}});
+         return magic + "\x80\x02M\xe9\x03." + "\x80\x02}." + sd + "\x80\x02]" + pk_str("0") + "a." +
+                le_bytes(240, 8) + std::string(100, '\0');
+       },
+       "bad.pt", "compile {bad} -o {out}", "storage '0' of 240 elements runs past the end of the file (truncated)"},
+      {"PyTorch storage smaller than its pickle says",
+       [&](B) {
+         using namespace qemb::testing;
+         return torch_zip(state_dict_pickle({{embed, "FloatStorage", "0", 240, 0, {40, 6}, {6, 1}}}),
+                          {{"0", std::string(96, '\0')}});
+       },
+       "bad.pt", "compile {bad} -o {out}",
+       "says its storage '0' holds 240 elements of 4 bytes, but the file has 96 bytes for it"},
+      {"PyTorch fakequant", [&](B) { return torch_pt(embed, 240); }, "bad.pt",
+       "fakequant {bad} --scheme 16a4w --qnn-sdk-version 2.48 -o {out}",
+       "is a pytorch checkpoint (compile and eval read it)"},
+      {"npz with several arrays and no --tensor",
+       [](B) {
+         const std::string a = npy("<f4", {40, 6}, std::vector<uint8_t>(960, 0));
+         return qemb::testing::stored_zip({{"a.npy", a}, {"b.npy", a}});
+       },
+       "bad.npz", "compile {bad} -o {out}", "holds several arrays (a, b). Pass --tensor NAME to choose one"},
+      {"npz --tensor naming no array",
+       [](B) { return qemb::testing::stored_zip({{"a.npy", npy("<f4", {40, 6}, std::vector<uint8_t>(960, 0))}}); },
+       "bad.npz", "compile {bad} --tensor b -o {out}", "no tensor 'b' in"},
+      {"1-D npy", [](B) { return npy("<f4", {240}, std::vector<uint8_t>(960, 0)); }, "bad.npy",
+       "compile {bad} -o {out}", "bad.npy' has shape [240]; an embedding table must be 2-D [vocab, dim]"},
+      {"int npy", [](B) { return npy("<i4", {40, 6}, std::vector<uint8_t>(960, 0)); }, "bad.npy",
+       "compile {bad} -o {out}", "bad.npy' has dtype I32; qemb reads F32, F16 and BF16 embeddings"},
       // -- sharded checkpoints --------------------------------------------------
       {"index naming a missing shard",
        [](B) { return std::string("{\"weight_map\": {\"model.embed_tokens.weight\": \"absent.safetensors\"}}"); },

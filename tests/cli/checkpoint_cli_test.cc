@@ -8,13 +8,16 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "qemb/artifact.h"
 #include "qemb/gguf.h"
+#include "qemb/npy.h"
 #include "qemb/safetensors.h"
 #include "support/checkpoints.h"
+#include "support/torch_files.h"
 #include "support/temp_dir.h"
 
 namespace qemb {
@@ -228,6 +231,61 @@ TEST(CheckpointCli, SeveralTablesInOneArtifact) {
   EXPECT_NE(named.exit_code, 0);
   EXPECT_THAT(named.out, HasSubstr("--name names a one-table artifact"));
   EXPECT_FALSE(fs::exists(dir.file("n.qemb")));
+}
+
+TEST(CheckpointCli, PytorchAndNumpyInputsCompileAndInspectNamesTheirForm) {
+  TempDir dir;
+  const auto table = spread_table(40, 16, 12);
+  std::ofstream(dir.file("m.pt"), std::ios::binary)
+      << torch_zip(state_dict_pickle({{"model.embed_tokens.weight", "FloatStorage", "0", 640, 0, {40, 16}, {16, 1}}}),
+                   {{"0", float_bytes(table)}});
+  auto r = qemb("compile " + dir.file("m.pt") + " --qnn-sdk-version 2.48 -o " + dir.file("p.qemb"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("tensor:  model.embed_tokens.weight [40 x 16] F32"));
+  r = qemb("inspect " + dir.file("p.qemb"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("source:       " + dir.file("m.pt") + " : model.embed_tokens.weight (F32, pytorch)\n"));
+  r = qemb("inspect " + dir.file("p.qemb") + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["source"]["format"], "pytorch");
+
+  const std::vector<uint8_t> halves = encode_floats(table, "F16");
+  std::ofstream(dir.file("two.npz"), std::ios::binary) << stored_zip(
+      {{"emb.npy", [&] {
+          auto n = encode_npy("<f2", {40, 16}, halves.data(), halves.size());
+          return std::string(n->begin(), n->end());
+        }()},
+       {"ids.npy", [&] {
+          const std::vector<uint8_t> z(8, 0);
+          auto n = encode_npy("<i8", {1}, z.data(), z.size());
+          return std::string(n->begin(), n->end());
+        }()}});
+  r = qemb("compile " + dir.file("two.npz") + " --tensor emb --qnn-sdk-version 2.48 -o " + dir.file("z.qemb"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("tensor:  emb [40 x 16] F16"));
+  r = qemb("inspect " + dir.file("z.qemb"));
+  EXPECT_THAT(r.out, HasSubstr(" : emb (F16, npz)\n"));
+  r = qemb("eval " + dir.file("two.npz") + " --tensor emb --qnn-sdk-version 2.48");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+}
+
+TEST(CheckpointCli, TorchWrittenFolderCompiles) {
+  if (!python_has("torch")) GTEST_SKIP() << "python3 cannot import torch (Debian's python3-torch writes the file)";
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("ckpt"));
+  std::ofstream(dir.file("w.py")) << "import sys, torch\n"
+                                     "torch.manual_seed(0)\n"
+                                     "m = torch.nn.Module()\n"
+                                     "m.embed_tokens = torch.nn.Embedding(50, 24)\n"
+                                     "m.proj = torch.nn.Linear(24, 8)\n"
+                                     "torch.save(m.state_dict(), sys.argv[1] + '/pytorch_model.bin')\n";
+  auto r = run_command(kTestPython + " " + dir.file("w.py") + " " + dir.file("ckpt"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  r = qemb("compile " + dir.file("ckpt") + " --qnn-sdk-version 2.48 -o " + dir.file("a.qemb"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("tensor:  embed_tokens.weight [50 x 24] F32"));
+  r = qemb("inspect " + dir.file("a.qemb"));
+  EXPECT_THAT(r.out, HasSubstr(" : embed_tokens.weight (F32, pytorch)\n"));
 }
 
 }  // namespace
