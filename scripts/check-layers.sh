@@ -33,7 +33,7 @@ declare -A header_layer=(
   [pattern.h]=lowering [sdk_version.h]=sdk
   [artifact.h]=artifact
   [runtime.h]=runtime [embedding_bag.h]=runtime [bench.h]=runtime [inspect.h]=runtime [qemb.h]=runtime
-  [checkpoint.h]=io [safetensors.h]=io [gguf.h]=io [npy.h]=io [tokens.h]=io
+  [checkpoint.h]=io [safetensors.h]=io [gguf.h]=io [npy.h]=io [tokens.h]=io [pytorch.h]=io
   [compiler.h]=compiler
   [eval.h]=eval
   [export.h]=export
