@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "artifact/artifact_format.h"
+#include "core/file_kind.h"
 #include "artifact/artifact_io.h"
 #include "core/file.h"
 #include "core/json_text.h"
@@ -119,6 +120,14 @@ Status ArtifactReader::read_header() {
   // A foreign file is told apart from a short one by whatever magic bytes exist.
   const size_t magic_bytes = std::min(size_, sizeof(kArtifactMagic));
   if (std::memcmp(base_, kArtifactMagic, magic_bytes) != 0) {
+    // A checkpoint given where an artifact belongs: say what it is and what
+    // to run (the code stays kCorrupt, a foreign file, as callers test it).
+    const FileKind kind = file_kind_of(base_, size_);
+    if (kind != FileKind::kUnknown)
+      return make_error(ErrorCode::kCorrupt,
+                        source_ + ": not a qemb artifact but " + describe(kind) +
+                            "; run, inspect and bench read a compiled artifact: compile it first (qemb compile "
+                            "CHECKPOINT -o OUT.qemb)");
     return make_error(ErrorCode::kCorrupt,
                       source_ + ": not a qemb artifact (starts with " + hex_bytes(base_, magic_bytes) +
                           ", a .qemb file starts with " +

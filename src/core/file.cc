@@ -44,6 +44,11 @@ const char* kind_of(mode_t mode) {
 }
 
 Error not_mappable(const std::string& path, mode_t mode) {
+  if (S_ISDIR(mode))  // most often a checkpoint folder given where an artifact belongs
+    return make_error(ErrorCode::kIoError,
+                      quoted(path) + " is a folder, not a file: an artifact is one memory-mapped .qemb file (a "
+                                     "checkpoint folder is compiled into one: qemb compile " + quoted(path) +
+                          " -o OUT.qemb)");
   return make_error(ErrorCode::kIoError, quoted(path) + " is not a regular file (it is " + kind_of(mode) +
                                              "); checkpoints and artifacts are memory-mapped, so they must be "
                                              "regular files: save it to a file first");

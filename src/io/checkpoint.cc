@@ -14,6 +14,7 @@
 #include <set>
 
 #include "core/file.h"
+#include "core/file_kind.h"
 #include "core/json_text.h"
 #include "core/strings.h"
 
@@ -302,6 +303,9 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
       s->format = CheckpointFormat::kShardedPytorch;
   } else {
     s->file = path;
+    // An artifact given where a checkpoint belongs: say which command reads it.
+    if (fs::is_regular_file(st) && file_kind_of(path) == FileKind::kArtifact)
+      return make_error(ErrorCode::kInvalidArgument, checkpoint_instead_hint(path));
     // A PyTorch or NumPy file by its magic (then s->format says which).
     bool tensor_file = false;
     if (fs::is_regular_file(st) && !ends_with(path, ".gguf") && !ends_with(path, ".safetensors")) {

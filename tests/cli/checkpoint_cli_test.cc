@@ -117,8 +117,12 @@ TEST(CheckpointCli, EveryGgufTypeCompilesToTheArtifactOfItsFloats) {
     EXPECT_EQ(g->metadata["source"]["dtype"], type);
     EXPECT_EQ(s->metadata["source"]["dtype"], "F32");
     nlohmann::json gm = g->metadata, sm = s->metadata;
-    gm["source"].erase("dtype");
-    sm["source"].erase("dtype");
+    EXPECT_EQ(g->metadata["source"]["format"], "gguf");
+    EXPECT_EQ(s->metadata["source"]["format"], "safetensors");
+    for (const char* key : {"dtype", "format"}) {
+      gm["source"].erase(key);
+      sm["source"].erase(key);
+    }
     EXPECT_EQ(gm, sm);
     EXPECT_EQ(g->format_version, s->format_version);
     ASSERT_EQ(g->sections.size(), s->sections.size());
@@ -142,7 +146,7 @@ TEST(CheckpointCli, EveryGgufTypeCompilesToTheArtifactOfItsFloats) {
   ASSERT_EQ(qemb("compile " + model + " --qnn-sdk-version 2.48 -o " + dir.file("g.qemb")).exit_code, 0);
   auto r = qemb("inspect " + dir.file("g.qemb"));
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("source:       " + model + " : token_embd.weight (Q4_K)\n"));
+  EXPECT_THAT(r.out, HasSubstr("source:       " + model + " : token_embd.weight (Q4_K, gguf)\n"));
   r = qemb_stdout("inspect " + dir.file("g.qemb") + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out, nullptr, false);
