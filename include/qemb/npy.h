@@ -40,6 +40,9 @@ Result<NpyDtype> parse_npy_dtype(const std::string& descr);
 Result<NpyArray> read_npy(const std::string& path);
 // `name` appears in error messages.
 Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& name = "<memory>");
+// The same checks, without copying the data: the array's dtype, shape and
+// order with `data` left empty, and where the data starts (data_offset).
+Result<NpyArray> parse_npy_header(const uint8_t* data, size_t size, const std::string& name, size_t& data_offset);
 
 // The array's elements in C (row-major) order; a Fortran-ordered array is
 // transposed, others are returned as they are.

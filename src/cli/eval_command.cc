@@ -43,6 +43,8 @@ void add_eval_command(CLI::App& app, Action& run) {
   cmd->add_option("--report", f->report, "write a self-contained HTML report with plots");
   cmd->callback([f, &run] {
     run = [f]() -> Status {
+      QEMB_RETURN_IF_ERROR(check_outputs_are_not_inputs(
+          {{"--report", f->report}}, {{"--calibration-tokens", f->calibration}, {"--tokens", f->tokens}}));
       EvalOptions o;
       o.tensor = f->tensor;
       QEMB_ASSIGN_OR_RETURN(o.schemes, parse_eval_schemes(f->scheme));

@@ -283,6 +283,13 @@ Result<NpyDtype> parse_npy_dtype(const std::string& descr) {
 }
 
 Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& name) {
+  size_t data_offset = 0;
+  QEMB_ASSIGN_OR_RETURN(NpyArray array, parse_npy_header(data, size, name, data_offset));
+  array.data.assign(data + data_offset, data + size);
+  return array;
+}
+
+Result<NpyArray> parse_npy_header(const uint8_t* data, size_t size, const std::string& name, size_t& data_offset) {
   if (!has_npy_magic(data, size)) {
     return npy_error(name, "does not start with the .npy magic \\x93NUMPY; not a NumPy .npy file");
   }
@@ -361,7 +368,7 @@ Result<NpyArray> parse_npy(const uint8_t* data, size_t size, const std::string& 
                                std::to_string(expected) + " data bytes but the file has " + std::to_string(available) +
                                (available < expected ? " (truncated)" : ""));
   }
-  array.data.assign(data + data_start, data + size);
+  data_offset = static_cast<size_t>(data_start);
   return array;
 }
 
