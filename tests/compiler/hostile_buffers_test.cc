@@ -201,7 +201,13 @@ TEST(ManyTables, SixThousandTablesOpenInLinearTime) {
   auto c = compile_table(table.data(), 2, 1, o, target());
   ASSERT_TRUE(c.ok()) << c.error().to_string();
   const Graph& one = *c->runtime_graph;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // Sanitized builds (where building and writing this graph alone took 15 s)
+  // exercise the same path on fewer tables; the plain build measures 6000.
+  constexpr int kTables = 1000;
+#else
   constexpr int kTables = 6000;
+#endif
   Graph g;
   nlohmann::json meta = {{"tables", nlohmann::json::array()}};
   for (int k = 0; k < kTables; ++k) {
@@ -235,8 +241,8 @@ TEST(ManyTables, SixThousandTablesOpenInLinearTime) {
   EXPECT_LT(seconds, 20.0);
   ASSERT_EQ((*rt)->table_count(), static_cast<size_t>(kTables));
   const EmbeddingTable& last = (*rt)->table(kTables - 1);
-  EXPECT_EQ(last.name(), "table5999");
-  EXPECT_EQ(last.metadata()["index"], 5999);
+  EXPECT_EQ(last.name(), "table" + std::to_string(kTables - 1));
+  EXPECT_EQ(last.metadata()["index"], kTables - 1);
   std::vector<uint16_t> a(2), b(2);
   ASSERT_TRUE((*rt)->table(0).lookup(std::vector<int64_t>{0, 1}, a.data()).ok());
   ASSERT_TRUE(last.lookup(std::vector<int64_t>{0, 1}, b.data()).ok());
