@@ -76,6 +76,12 @@ const char* to_string(BagOutputType type);  // "float32" | "float16" | "bfloat16
 // The number of bags B that `bags` describes (not yet validated against its ids).
 Result<size_t> bag_count(const TableBags& bags);
 
+// Every check embedding_bags makes before it writes (offsets or lengths, ids,
+// weights, padding_idx, the same number of bags in every table), without
+// writing: a caller that pools a large batch in pieces checks the whole of it
+// first, so that a bad id fails before any piece is written.
+Status check_bags(std::span<const TableBags> tables);
+
 // Pools every table into out[B][sum_t D_t] (row-major), table t's D_t columns
 // starting at sum_{u<t} D_u. Every table must describe the same B. Everything
 // is checked first (boundaries, weights, padding id, every id); on an error

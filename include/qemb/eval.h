@@ -216,6 +216,10 @@ struct FakeQuantResult {
   ActivationEncoding act;
   bool folder = false;       // the output is a checkpoint folder
   int64_t linked_files = 0;  // shards hard-linked rather than copied (--link)
+  // Folder output: entries of the checkpoint folder not copied, each as
+  // "relative/path (why)": links to folders (never followed), dangling links,
+  // FIFOs, sockets, devices.
+  std::vector<std::string> skipped;
 };
 
 // The deployed lookup's values for every row of a row-major float table (what

@@ -9,8 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -85,6 +87,11 @@ Result<std::string> onnx_model_bytes(const QuantizedEmbedding& e, const OnnxExpo
 // The encodings (AIMET format, version "0.6.1") of the tensors the model
 // names: the per-channel weight as a param encoding, the activations.
 nlohmann::json onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptions& options);
+// The same JSON as text (onnx_encodings(e, options).dump(2) and a newline,
+// byte for byte), handed to `sink` in pieces as it is made: the per-row list
+// is never held whole, so memory does not grow with the table's rows.
+Status write_onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptions& options,
+                            const std::function<Status(std::string_view)>& sink);
 
 // True when the file starts with the .qemb magic (else it is read as a
 // checkpoint).

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -62,7 +63,9 @@ struct GgufValue {
   uint64_t u = 0;       // unsigned integers and bool
   int64_t i = 0;        // signed integers
   double f = 0.0;       // F32, F64
-  std::string s;        // strings
+  // Strings: the bytes in the file itself (valid while the GgufFile, or a
+  // copy of it, lives), so a file's metadata text is never copied.
+  std::string_view s;
   Type array_type = Type::kU8;
   uint64_t array_size = 0;
 };

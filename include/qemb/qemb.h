@@ -90,7 +90,10 @@ const char* qemb_runtime_isa(const qemb_runtime* runtime);
 /* Looks up `count` ids into out[count * dim]: uint16 activations, or float32
  * dequantized values y = scale * (q + offset). Every id is checked first: an
  * id outside [0, vocab_size) fails with QEMB_OUT_OF_RANGE naming its
- * position and value, and nothing is written. */
+ * position and value, and nothing is written. An `out` that shares memory
+ * with the ids is refused (QEMB_INVALID_ARGUMENT, nothing written); ids
+ * another thread rewrites during the call never index outside the table
+ * (the call may then fail, saying the ids changed). */
 qemb_status qemb_lookup_i32_u16(const qemb_runtime* runtime, const int32_t* ids, size_t count, uint16_t* out,
                                 char* err, size_t err_size);
 qemb_status qemb_lookup_i64_u16(const qemb_runtime* runtime, const int64_t* ids, size_t count, uint16_t* out,
@@ -193,8 +196,9 @@ const char* qemb_runtime_bag_kernel(const qemb_runtime* runtime);
  * weights, padding id, every id); on an error nothing is written and the
  * message names the table, and for an id its bag, position and value
  * (QEMB_OUT_OF_RANGE); a `table` the artifact lacks is QEMB_NOT_FOUND
- * listing its tables; other bad input is QEMB_INVALID_ARGUMENT. Runs on
- * the threads of tables[0].runtime. */
+ * listing its tables; other bad input is QEMB_INVALID_ARGUMENT, an `out`
+ * sharing memory with any table's indices, boundaries or weights included.
+ * Runs on the threads of tables[0].runtime. */
 qemb_status qemb_embedding_bags(const qemb_bags* tables, size_t num_tables, float* out, size_t out_count,
                                 char* err, size_t err_size);
 

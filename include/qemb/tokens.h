@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "qemb/npy.h"
@@ -32,6 +33,28 @@ struct TokenBatch {
   std::vector<int64_t> shape;
 };
 Result<TokenBatch> read_token_batch(const std::string& path);
+
+// The ids of a token file read a piece at a time, so that any number of ids
+// needs bounded memory: a regular-file .npy of integers in C order is
+// memory-mapped and converted as it is read; anything else (a text list, a
+// pipe, standard input, a Fortran-ordered array) is read whole, as
+// read_token_batch does.
+class TokenStream {
+ public:
+  static Result<std::unique_ptr<TokenStream>> open(const std::string& path);
+  // Ids already in memory.
+  static std::unique_ptr<TokenStream> from_batch(TokenBatch batch);
+  virtual ~TokenStream() = default;
+  size_t size() const { return size_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  // Ids [first, first + count) into out; the error names an id that does not
+  // fit int64 by its position in the whole file.
+  virtual Status read(size_t first, size_t count, int64_t* out) const = 0;
+
+ protected:
+  size_t size_ = 0;
+  std::vector<int64_t> shape_;
+};
 
 // The ids of an integer .npy array of rank 0 to 2, flattened in C order. `name` appears in
 // errors.

@@ -51,13 +51,19 @@ T take(Result<T> r) {
   return std::move(r).value();
 }
 
-py::object json_to_py(const nlohmann::json& j) {
+// Text from a file (a section or tensor name) may hold bytes that are not
+// UTF-8: they become U+FFFD, as the CLI prints them, instead of nlohmann's
+// bare exception.
+template <typename Json>
+py::object json_to_py(const Json& j) {
   static py::handle loads = py::object(py::module_::import("json").attr("loads")).release();
-  return loads(j.dump());
-}
-py::object json_to_py(const nlohmann::ordered_json& j) {
-  static py::handle loads = py::object(py::module_::import("json").attr("loads")).release();
-  return loads(j.dump());
+  std::string text;
+  try {
+    text = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  } catch (const std::exception& e) {
+    throw_error(ErrorCode::kInternal, std::string("cannot describe the artifact as JSON: ") + e.what());
+  }
+  return loads(text);
 }
 
 py::handle numpy() {

@@ -60,6 +60,9 @@ CLI::Validator sdk_version_rule();
 constexpr int kExitOk = 0;
 constexpr int kExitError = 1;  // the command ran and failed (bad input, I/O...)
 constexpr int kExitUsage = 2;  // the command line itself is wrong
+// A file qemb had memory-mapped (an artifact, a checkpoint) was truncated or
+// rewritten in place while qemb read it: SIGBUS, caught in main.
+constexpr int kExitMappedFileChanged = 3;
 
 // A CLI11 check that runs one of the library's parsers on an option's value,
 // so a bad value is a usage error (exit 2) that carries the parser's message.
@@ -72,6 +75,17 @@ CLI::Validator parsed_by(Parse parse) {
       },
       "");
 }
+
+// An output or input path of a command and the flag that named it.
+struct PathFlag {
+  std::string flag;  // "-o", "--bags", "--tokens-file"...
+  std::string path;
+};
+// Refuses an output that is one of the command's inputs: the same file (its
+// device and inode, whatever name or link reaches it), which writing the
+// output would replace. Empty paths and "-" (standard input or output) are
+// skipped. Every command calls it before it writes anything.
+Status check_outputs_are_not_inputs(const std::vector<PathFlag>& outputs, const std::vector<PathFlag>& inputs);
 
 // Parses "1,2,3" / reads a token file, whichever was given.
 Result<std::vector<int64_t>> tokens_from_flags(const std::string& list, const std::string& file);

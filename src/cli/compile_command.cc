@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <cstring>
 #include <cstdio>
 
@@ -66,11 +67,12 @@ class ProgressBar {
 };
 
 // Checks each "VALUE" or "TENSOR=VALUE" of a per-table flag with `parse`.
+// The split is at the last '=' (no value holds one), so a tensor name may.
 template <typename Parse>
 CLI::Validator per_table(Parse parse) {
   return CLI::Validator(
       [parse](std::string& v) -> std::string {
-        const size_t eq = v.find('=');
+        const size_t eq = v.rfind('=');
         auto r = parse(eq == std::string::npos ? v : v.substr(eq + 1));
         return r.ok() ? std::string() : r.error().message;
       },
@@ -78,13 +80,25 @@ CLI::Validator per_table(Parse parse) {
 }
 
 // Applies "VALUE" (every table) and "TENSOR=VALUE" (that table) entries of a
-// per-table flag, the general ones first.
+// per-table flag, the general ones first. Two general values, or two values
+// for one table, are refused: the last one silently winning hid typos.
 Status apply_per_table(const char* flag, const std::vector<std::string>& entries,
                        const std::vector<std::string>& tensors,
                        const std::function<Status(size_t, const std::string&)>& set) {
+  std::map<std::string, std::string> given;  // tensor ("" for every table) -> its entry
+  for (const std::string& e : entries) {
+    const size_t eq = e.rfind('=');
+    const std::string key = eq == std::string::npos ? std::string() : e.substr(0, eq);
+    auto [it, fresh] = given.emplace(key, e);
+    if (!fresh)
+      return make_error(ErrorCode::kInvalidArgument,
+                        std::string(flag) + " is given twice for " +
+                            (key.empty() ? std::string("every table") : "'" + key + "'") + " (" + flag + " " +
+                            it->second + " and " + flag + " " + e + "); give one value");
+  }
   for (int pass = 0; pass < 2; ++pass) {
     for (const std::string& e : entries) {
-      const size_t eq = e.find('=');
+      const size_t eq = e.rfind('=');
       if ((eq == std::string::npos) != (pass == 0)) continue;
       if (eq == std::string::npos) {
         for (size_t i = 0; i < tensors.size(); ++i) QEMB_RETURN_IF_ERROR(set(i, e));
@@ -107,7 +121,7 @@ std::function<void(const char*, int64_t, int64_t)> progress_bar() { return Progr
 
 void add_compile_command(CLI::App& app, Action& run) {
   struct Flags {
-    std::string checkpoint, sdk_version, calibration, out, name = "embedding";
+    std::string checkpoint, sdk_version, calibration, out, name = "embedding", tensor_file;
     std::vector<std::string> tensors, schemes = {"16a4w"}, patterns = {"auto"}, modes = {"auto"};
     uint64_t memory_budget = kDefaultMemoryBudget;
     bool quiet = false, json = false, fail_on_collapse = false;
@@ -125,6 +139,8 @@ void add_compile_command(CLI::App& app, Action& run) {
   list(cmd->add_option("--tensor", f->tensors,
                        "tensor name or glob; several (repeated or comma-separated) make one artifact of several "
                        "tables (default: the embedding, detected by name)"));
+  cmd->add_option("--tensor-file", f->tensor_file,
+                  "tensor names, one a line, taken whole (for names holding ',' or '='); adds to --tensor");
   list(cmd->add_option("--scheme", f->schemes, "16a4w | 16a8w, or TENSOR=SCHEME for one table")
            ->capture_default_str()
            ->check(per_table(parse_scheme)));
@@ -167,8 +183,28 @@ void add_compile_command(CLI::App& app, Action& run) {
         return make_error(ErrorCode::kInvalidArgument,
                           "--json prints to standard output, which '-o -' already carries the artifact on; "
                           "write the artifact to a file with --json, or drop --json");
+      QEMB_RETURN_IF_ERROR(
+          check_outputs_are_not_inputs({{"-o", f->out}}, {{"--calibration-tokens", f->calibration}}));
+      QEMB_RETURN_IF_ERROR(check_outputs_are_not_inputs({{"-o", f->out}}, {{"--tensor-file", f->tensor_file}}));
+      std::vector<std::string> specs = f->tensors;
+      if (!f->tensor_file.empty()) {
+        QEMB_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, read_input(f->tensor_file));
+        std::string line;
+        for (size_t i = 0; i <= bytes.size(); ++i) {
+          if (i == bytes.size() || bytes[i] == '\n') {
+            if (!line.empty() && line.back() == '\r') line.pop_back();
+            if (!line.empty()) specs.push_back(line);
+            line.clear();
+          } else {
+            line.push_back(static_cast<char>(bytes[i]));
+          }
+        }
+        if (specs.size() == f->tensors.size())
+          return make_error(ErrorCode::kInvalidArgument,
+                            "--tensor-file '" + f->tensor_file + "' names no tensor (one name a line)");
+      }
       QEMB_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(f->checkpoint));
-      QEMB_ASSIGN_OR_RETURN(std::vector<std::string> tensors, ckpt.select_tables(f->tensors));
+      QEMB_ASSIGN_OR_RETURN(std::vector<std::string> tensors, ckpt.select_tables(specs));
       if (tensors.size() > 1 && named)
         return make_error(ErrorCode::kInvalidArgument,
                           "--name names a one-table artifact; with several tables each is named by its tensor");

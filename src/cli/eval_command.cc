@@ -54,6 +54,8 @@ void add_eval_command(CLI::App& app, Action& run) {
     const std::optional<double> gate_collapsed =
         max_collapsed->count() ? std::optional<double>(f->max_collapsed_pct) : std::nullopt;
     run = [f, gate_sqnr, gate_collapsed]() -> Status {
+      QEMB_RETURN_IF_ERROR(check_outputs_are_not_inputs(
+          {{"--report", f->report}}, {{"--calibration-tokens", f->calibration}, {"--tokens", f->tokens}}));
       EvalOptions o;
       o.tensor = f->tensor;
       QEMB_ASSIGN_OR_RETURN(o.schemes, parse_eval_schemes(f->scheme));

@@ -34,6 +34,8 @@ void add_export_onnx_command(CLI::App& app, Action& run) {
   cmd->add_flag("--quiet", f->quiet, "print nothing on success");
   cmd->callback([f, &run] {
     run = [f]() -> Status {
+      QEMB_RETURN_IF_ERROR(check_outputs_are_not_inputs({{"-o", f->out}, {"--encodings", f->encodings}},
+                                                        {{"--calibration-tokens", f->calibration}}));
       OnnxExportRequest r;
       r.input = f->input;
       r.out_path = f->out;

@@ -35,6 +35,8 @@ void add_fakequant_command(CLI::App& app, Action& run) {
   cmd->add_flag("--quiet", f->quiet, "print nothing on success");
   cmd->callback([f, &run] {
     run = [f]() -> Status {
+      QEMB_RETURN_IF_ERROR(
+          check_outputs_are_not_inputs({{"-o", f->out}}, {{"--calibration-tokens", f->calibration}}));
       FakeQuantOptions o;
       o.tensor = f->tensor;
       QEMB_ASSIGN_OR_RETURN(o.scheme, parse_scheme(f->scheme));
@@ -52,6 +54,8 @@ void add_fakequant_command(CLI::App& app, Action& run) {
         std::fprintf(out, "scheme:     %s\n", to_string(o.scheme));
         std::fprintf(out, "pattern:    %s (%s)\n", to_string(r.pattern), escape_control(r.pattern_reason).c_str());
         std::fprintf(out, "activation: scale %.6g, offset %d\n", r.act.scale, r.act.offset());
+        for (const std::string& s : r.skipped)
+          std::fprintf(stderr, "qemb: warning: skipped %s\n", escape_control(s).c_str());
         if (r.folder) {
           std::fprintf(out, "wrote folder %s (every other tensor and file unchanged%s)\n", escape_control(f->out).c_str(),
                        r.linked_files > 0 ? (", " + std::to_string(r.linked_files) + " shards hard-linked").c_str()

@@ -1,5 +1,9 @@
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 
 #include "cli/cli.h"
@@ -8,7 +12,36 @@
 #include "core/strings.h"
 #include "qemb/version.h"
 
+namespace {
+
+// Checkpoints and artifacts are memory-mapped: a file truncated under the
+// mapping (another program rewriting it in place) makes the next read of a
+// page past its new end raise SIGBUS. There is no way to go on, but the user
+// gets a message and a documented exit status instead of "Bus error". Only
+// async-signal-safe calls: write(2) of a fixed message, then _exit(2).
+constexpr char kMappedFileChanged[] =
+    "qemb: error: a memory-mapped input file (an artifact or checkpoint) was truncated or rewritten in "
+    "place while qemb read it (SIGBUS); do not modify files qemb is reading: write a new file and rename "
+    "it over the old one\n";
+
+extern "C" void on_sigbus(int) {
+  const ssize_t ignored = ::write(STDERR_FILENO, kMappedFileChanged, sizeof kMappedFileChanged - 1);
+  (void)ignored;
+  ::_exit(qemb::cli::kExitMappedFileChanged);
+}
+
+void catch_sigbus() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_sigbus;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  ::sigaction(SIGBUS, &sa, nullptr);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  catch_sigbus();
   CLI::App app{"qemb: per-channel-quantized embedding tables, compiled and served bit-exactly"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "qemb " QEMB_VERSION);
@@ -47,6 +80,12 @@ int main(int argc, char** argv) {
   qemb::Status status;
   try {
     status = run ? run() : qemb::Status::Ok();
+  } catch (const std::bad_alloc&) {
+    // Large allocations are sized first and refused with what they need; an
+    // allocation that still fails is the machine's memory running out.
+    status = qemb::make_error(qemb::ErrorCode::kUnsupported,
+                              "out of memory: this command needed more memory than the system would give "
+                              "(std::bad_alloc); free memory or work on a smaller input");
   } catch (const std::exception& e) {
     // The last line of defence: every known cause returns a Status instead.
     status = qemb::make_error(qemb::ErrorCode::kInternal, std::string("unexpected failure: ") + e.what());

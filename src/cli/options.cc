@@ -6,10 +6,26 @@
 #include <string>
 
 #include "cli/cli.h"
+#include "core/file.h"
 #include "qemb/export.h"
 #include "qemb/sdk_version.h"
 
 namespace qemb::cli {
+
+Status check_outputs_are_not_inputs(const std::vector<PathFlag>& outputs, const std::vector<PathFlag>& inputs) {
+  for (const PathFlag& out : outputs) {
+    if (out.path.empty() || out.path == kStdioPath) continue;
+    for (const PathFlag& in : inputs) {
+      if (in.path.empty() || in.path == kStdioPath) continue;
+      if (same_file(out.path, in.path))
+        return make_error(ErrorCode::kInvalidArgument,
+                          "the output '" + out.path + "' (" + out.flag + ") is the same file as the input '" +
+                              in.path + "' (" + in.flag +
+                              "); writing it would replace that input: choose another output path");
+    }
+  }
+  return Status::Ok();
+}
 
 CLI::Validator count_rule(uint64_t lo, uint64_t hi) {
   const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";

@@ -19,6 +19,9 @@ namespace {
 
 const char kDefaultBagFormat[] = "include-last-offset";
 
+// Pooled rows are computed and written about this many bytes at a time.
+constexpr size_t kChunkBytes = size_t{16} << 20;
+
 Result<BagBoundaries> parse_bag_format(const std::string& s) {
   if (s == "include-last-offset") return BagBoundaries::kOffsetsWithLast;
   if (s == "offsets") return BagBoundaries::kOffsets;
@@ -122,6 +125,13 @@ Status run_bags(const std::string& artifact, const std::vector<std::string>& tok
       return make_error(ErrorCode::kInvalidArgument, "--padding-idx '" + f.padding_idx + "' is not an integer");
     padding = v;
   }
+  {
+    std::vector<PathFlag> inputs;
+    for (const std::string& p : tokens_files) inputs.push_back({"--tokens-file", p});
+    for (const std::string& p : f.bags) inputs.push_back({"--bags", p});
+    for (const std::string& p : f.weights) inputs.push_back({"--weights", p});
+    QEMB_RETURN_IF_ERROR(check_outputs_are_not_inputs({{"-o", out}}, inputs));
+  }
   // Every input is read before the artifact is loaded; the spans below point
   // into these.
   std::vector<std::vector<int64_t>> ids(tables);
@@ -165,39 +175,85 @@ Status run_bags(const std::string& artifact, const std::vector<std::string>& tok
     }
     width += tb.embedding_table->dim();  // the chosen table's, not the first's
   }
+  // Every input is checked whole before anything is written; then the bags
+  // are pooled and written kChunkBytes of output at a time, so memory stays
+  // bounded whatever the number of bags (as plain `run` does).
+  QEMB_RETURN_IF_ERROR(check_bags(batch));
   QEMB_ASSIGN_OR_RETURN(size_t bags, bag_count(batch[0]));
-  const size_t values = bags * static_cast<size_t>(width);
-  std::vector<float> pooled;
-  std::vector<uint16_t> half;
-  if (dtype == FloatDtype::kF32) {
-    pooled.resize(values);
-    QEMB_RETURN_IF_ERROR(embedding_bags(batch, pooled.data()));
-  } else {
-    half.resize(values);
-    QEMB_RETURN_IF_ERROR(embedding_bags(
-        batch, dtype == FloatDtype::kF16 ? BagOutputType::kFloat16 : BagOutputType::kBFloat16, half.data()));
+  const size_t value_bytes = dtype == FloatDtype::kF32 ? sizeof(float) : sizeof(uint16_t);
+  const size_t row_bytes = std::max<size_t>(1, static_cast<size_t>(width) * value_bytes);
+  const size_t chunk_bags = std::max<size_t>(1, kChunkBytes / row_bytes);
+  // Each table's bags as B + 1 absolute offsets into its ids.
+  std::vector<std::vector<int64_t>> starts(tables);
+  for (size_t t = 0; t < tables; ++t) {
+    const TableBags& tb = batch[t];
+    std::vector<int64_t>& s = starts[t];
+    s.resize(bags + 1);
+    const int64_t n = static_cast<int64_t>(tb.indices.size());
+    if (tb.kind == BagBoundaries::kLengths) {
+      s[0] = 0;
+      for (size_t b = 0; b < bags; ++b) s[b + 1] = s[b] + tb.boundaries[b];
+    } else {
+      for (size_t b = 0; b < bags; ++b) s[b] = tb.boundaries[b];
+      s[bags] = n;
+    }
   }
+  std::unique_ptr<NpyWriter> npy;
   if (!out.empty()) {
-    const std::vector<int64_t> shape{static_cast<int64_t>(bags), width};
-    if (dtype == FloatDtype::kF32) return write_npy(out, "<f4", shape, pooled.data(), values * sizeof(float));
     // bfloat16 has no NumPy type: its .npy holds the bit patterns as uint16.
-    return write_npy(out, dtype == FloatDtype::kF16 ? "<f2" : "<u2", shape, half.data(), values * sizeof(uint16_t));
+    const char* descr = dtype == FloatDtype::kF32 ? "<f4" : dtype == FloatDtype::kF16 ? "<f2" : "<u2";
+    QEMB_ASSIGN_OR_RETURN(npy, NpyWriter::create(out, descr, {static_cast<int64_t>(bags), width}));
   }
+  const size_t buffer_bags = std::min(bags, chunk_bags);
+  std::vector<float> pooled(dtype == FloatDtype::kF32 ? buffer_bags * static_cast<size_t>(width) : 0);
+  std::vector<uint16_t> half(dtype == FloatDtype::kF32 ? 0 : buffer_bags * static_cast<size_t>(width));
+  std::vector<std::vector<int64_t>> chunk_offsets(tables);
+  std::vector<TableBags> chunk(batch);
   std::string text;
   char buf[32];
-  for (size_t b = 0; b < bags; ++b) {
-    text += std::to_string(b) + ':';
-    for (int64_t j = 0; j < width; ++j) {
-      const size_t k = b * static_cast<size_t>(width) + static_cast<size_t>(j);
-      const float y = dtype == FloatDtype::kF32   ? pooled[k]
-                      : dtype == FloatDtype::kF16 ? f16_to_float(half[k])
-                                                  : bf16_to_float(half[k]);
-      std::snprintf(buf, sizeof(buf), " %.9g", static_cast<double>(y));
-      text += buf;
+  for (size_t first = 0; first < bags; first += chunk_bags) {
+    const size_t count = std::min(chunk_bags, bags - first);
+    for (size_t t = 0; t < tables; ++t) {
+      const TableBags& whole = batch[t];
+      const std::vector<int64_t>& s = starts[t];
+      const size_t lo = static_cast<size_t>(s[first]), hi = static_cast<size_t>(s[first + count]);
+      std::vector<int64_t>& o = chunk_offsets[t];
+      o.resize(count + 1);
+      for (size_t b = 0; b <= count; ++b) o[b] = s[first + b] - s[first];
+      TableBags& c = chunk[t];
+      c.indices = std::span<const int64_t>(ids[t].data() + lo, hi - lo);
+      c.boundaries = std::span<const int64_t>(o);
+      c.kind = BagBoundaries::kOffsetsWithLast;
+      if (whole.per_sample_weights) c.per_sample_weights = whole.per_sample_weights->subspan(lo, hi - lo);
     }
-    text += '\n';
+    if (dtype == FloatDtype::kF32) {
+      QEMB_RETURN_IF_ERROR(embedding_bags(chunk, pooled.data()));
+    } else {
+      QEMB_RETURN_IF_ERROR(embedding_bags(
+          chunk, dtype == FloatDtype::kF16 ? BagOutputType::kFloat16 : BagOutputType::kBFloat16, half.data()));
+    }
+    const size_t values = count * static_cast<size_t>(width);
+    if (npy) {
+      if (dtype == FloatDtype::kF32) QEMB_RETURN_IF_ERROR(npy->write(pooled.data(), values * sizeof(float)));
+      else QEMB_RETURN_IF_ERROR(npy->write(half.data(), values * sizeof(uint16_t)));
+      continue;
+    }
+    text.clear();
+    for (size_t b = 0; b < count; ++b) {
+      text += std::to_string(first + b) + ':';
+      for (int64_t j = 0; j < width; ++j) {
+        const size_t k = b * static_cast<size_t>(width) + static_cast<size_t>(j);
+        const float y = dtype == FloatDtype::kF32   ? pooled[k]
+                        : dtype == FloatDtype::kF16 ? f16_to_float(half[k])
+                                                    : bf16_to_float(half[k]);
+        std::snprintf(buf, sizeof(buf), " %.9g", static_cast<double>(y));
+        text += buf;
+      }
+      text += '\n';
+    }
+    QEMB_RETURN_IF_ERROR(write_stdout(text.data(), text.size()));
   }
-  QEMB_RETURN_IF_ERROR(write_stdout(text.data(), text.size()));
+  if (npy) return npy->finish();
   return flush_stdout();
 }
 

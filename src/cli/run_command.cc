@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <span>
 #include <string>
@@ -19,22 +20,26 @@ namespace {
 // number of ids needs bounded memory.
 constexpr size_t kChunkBytes = size_t{16} << 20;
 
-Result<TokenBatch> tokens_for_run(const std::string& list, const std::string& file) {
+// The ids to look up: a --tokens list, or a --tokens-file (a regular-file
+// .npy is read through its mapping a piece at a time, never held whole).
+Result<std::unique_ptr<TokenStream>> tokens_for_run(const std::string& list, const std::string& file) {
   if (!list.empty() && !file.empty())
     return make_error(ErrorCode::kInvalidArgument, "give either --tokens or --tokens-file, not both");
-  TokenBatch batch;
+  std::unique_ptr<TokenStream> ids;
   if (!list.empty()) {
+    TokenBatch batch;
     QEMB_ASSIGN_OR_RETURN(batch.ids, parse_token_list(list));
     batch.shape = {static_cast<int64_t>(batch.ids.size())};
+    ids = TokenStream::from_batch(std::move(batch));
   } else if (!file.empty()) {
-    QEMB_ASSIGN_OR_RETURN(batch, read_token_batch(file));
+    QEMB_ASSIGN_OR_RETURN(ids, TokenStream::open(file));
   } else {
     return make_error(ErrorCode::kInvalidArgument, "no token ids: pass --tokens 1,2,3 or --tokens-file FILE");
   }
   // As eval does: an empty list is a mistake, and must not replace an output.
-  if (batch.ids.empty())
+  if (ids->size() == 0)
     return make_error(ErrorCode::kInvalidArgument, "the token list is empty: there are no ids to look up");
-  return batch;
+  return ids;
 }
 
 // Text rows, as "id: v v v" lines or, with --json, one JSON value nested as
@@ -58,12 +63,20 @@ class RowPrinter {
       text_ += std::to_string(id) + ':';
     }
     char buf[32];
+    // JSON has no infinity or NaN: --json writes them as the strings
+    // "Infinity", "-Infinity" and "NaN" (which float() in Python and
+    // Number() in JavaScript read back); text rows print inf, -inf, nan.
+    auto put_float = [&](float y) {
+      if (json_ && !std::isfinite(y))
+        std::snprintf(buf, sizeof(buf), "%s", std::isnan(y) ? "\"NaN\"" : y > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+      else
+        std::snprintf(buf, sizeof(buf), "%.9g", static_cast<double>(y));
+    };
     for (int64_t j = 0; j < dim; ++j) {
       if constexpr (std::is_same_v<T, float>) {
-        std::snprintf(buf, sizeof(buf), "%.9g", static_cast<double>(values[j]));
+        put_float(values[j]);
       } else if (dtype != nullptr) {
-        const float y = *dtype == FloatDtype::kF16 ? f16_to_float(values[j]) : bf16_to_float(values[j]);
-        std::snprintf(buf, sizeof(buf), "%.9g", static_cast<double>(y));
+        put_float(*dtype == FloatDtype::kF16 ? f16_to_float(values[j]) : bf16_to_float(values[j]));
       } else {
         std::snprintf(buf, sizeof(buf), "%u", static_cast<unsigned>(values[j]));
       }
@@ -112,27 +125,48 @@ class RowPrinter {
 // activations. bfloat16 has no NumPy type: its .npy holds the bit patterns
 // as uint16.
 template <typename T>
-Status run_lookups(const EmbeddingTable& rt, const TokenBatch& batch, const std::string& out, bool json,
+Status run_lookups(const EmbeddingTable& rt, const TokenStream& batch, const std::string& out, bool json,
                    const FloatDtype* dtype) {
   const int64_t dim = rt.dim();
-  const size_t n = batch.ids.size();
-  // Every id is checked before anything is written, so an error names its
-  // position in the whole list and leaves no partial output.
-  QEMB_RETURN_IF_ERROR(check_ids(batch.ids, rt.vocab_size()));
+  const size_t n = batch.size();
   const size_t row_bytes = static_cast<size_t>(dim) * sizeof(T);
   const size_t chunk_rows = std::max<size_t>(1, kChunkBytes / std::max<size_t>(1, row_bytes));
+  // Ids are read kIdChunk at a time (the rows chunk_rows at a time): memory
+  // stays bounded whatever the number of ids.
+  constexpr size_t kIdChunk = size_t{1} << 16;
+  std::vector<int64_t> ids_buf(std::min(n, std::max(chunk_rows, kIdChunk)));
+  // Every id is checked before anything is written, so an error names its
+  // position in the whole list and leaves no partial output.
+  for (size_t first = 0; first < n; first += ids_buf.size()) {
+    const size_t count = std::min(ids_buf.size(), n - first);
+    QEMB_RETURN_IF_ERROR(batch.read(first, count, ids_buf.data()));
+    Status s = check_ids(std::span<const int64_t>(ids_buf.data(), count), rt.vocab_size());
+    if (!s.ok()) {
+      for (size_t i = 0; i < count; ++i) {
+        const int64_t id = ids_buf[i];
+        if (id < 0 || id >= rt.vocab_size())
+          return make_error(ErrorCode::kOutOfRange,
+                            "token id " + std::to_string(id) + " at position " + std::to_string(first + i) +
+                                (id < 0 ? " is negative" : " is past the last row") + "; ids must be in [0, " +
+                                std::to_string(rt.vocab_size()) + ")");
+      }
+      return s;
+    }
+  }
   std::unique_ptr<NpyWriter> npy;
   if (!out.empty()) {
-    std::vector<int64_t> shape = batch.shape;
+    std::vector<int64_t> shape = batch.shape();
     shape.push_back(dim);
     const char* descr = dtype == nullptr ? "<u2" : *dtype == FloatDtype::kF32 ? "<f4" : *dtype == FloatDtype::kF16 ? "<f2" : "<u2";
     QEMB_ASSIGN_OR_RETURN(npy, NpyWriter::create(out, descr, shape));
   }
-  RowPrinter printer(batch.shape, json);
-  std::vector<T> rows(std::min(n, chunk_rows) * static_cast<size_t>(dim));
-  for (size_t first = 0; first < n; first += chunk_rows) {
-    const size_t count = std::min(chunk_rows, n - first);
-    const std::span<const int64_t> ids(batch.ids.data() + first, count);
+  RowPrinter printer(batch.shape(), json);
+  const size_t step = std::min(chunk_rows, ids_buf.size());
+  std::vector<T> rows(std::min(n, step) * static_cast<size_t>(dim));
+  for (size_t first = 0; first < n; first += step) {
+    const size_t count = std::min(step, n - first);
+    QEMB_RETURN_IF_ERROR(batch.read(first, count, ids_buf.data()));
+    const std::span<const int64_t> ids(ids_buf.data(), count);
     if (dtype != nullptr) QEMB_RETURN_IF_ERROR(rt.lookup_dequantized(ids, *dtype, rows.data()));
     else QEMB_RETURN_IF_ERROR(rt.lookup(ids, reinterpret_cast<uint16_t*>(rows.data())));
     if (npy) {
@@ -232,8 +266,11 @@ void add_run_command(CLI::App& app, Action& run) {
       if (f->json && !f->out.empty())
         return make_error(ErrorCode::kInvalidArgument,
                           "--json prints the rows; -o writes them to a .npy: give one or the other");
-      QEMB_ASSIGN_OR_RETURN(TokenBatch batch, tokens_for_run(f->tokens.empty() ? "" : f->tokens[0],
-                                                             f->tokens_file.empty() ? "" : f->tokens_file[0]));
+      QEMB_RETURN_IF_ERROR(check_outputs_are_not_inputs(
+          {{"-o", f->out}}, {{"--tokens-file", f->tokens_file.empty() ? "" : f->tokens_file[0]}}));
+      QEMB_ASSIGN_OR_RETURN(std::unique_ptr<TokenStream> batch,
+                            tokens_for_run(f->tokens.empty() ? "" : f->tokens[0],
+                                           f->tokens_file.empty() ? "" : f->tokens_file[0]));
       if (!f->out.empty() && same_file(f->out, f->artifact))
         return make_error(ErrorCode::kInvalidArgument,
                           "the output '" + f->out + "' is the input artifact; choose another path");
@@ -243,10 +280,10 @@ void add_run_command(CLI::App& app, Action& run) {
       options.reference = f->reference;
       QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(f->artifact, options));
       QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* table, choose_table(*rt, f->tables.empty() ? "" : f->tables[0]));
-      if (!f->dequantize) return run_lookups<uint16_t>(*table, batch, f->out, f->json, nullptr);
+      if (!f->dequantize) return run_lookups<uint16_t>(*table, *batch, f->out, f->json, nullptr);
       QEMB_ASSIGN_OR_RETURN(const FloatDtype dtype, parse_float_dtype(f->out_dtype));
-      if (dtype == FloatDtype::kF32) return run_lookups<float>(*table, batch, f->out, f->json, &dtype);
-      return run_lookups<uint16_t>(*table, batch, f->out, f->json, &dtype);
+      if (dtype == FloatDtype::kF32) return run_lookups<float>(*table, *batch, f->out, f->json, &dtype);
+      return run_lookups<uint16_t>(*table, *batch, f->out, f->json, &dtype);
     };
   });
 }

@@ -515,6 +515,29 @@ Status AtomicFileWriter::commit() {
   return Status::Ok();
 }
 
+Status AtomicFileWriter::sync() {
+  if (fd_ < 0 || finished_) return make_error(ErrorCode::kIoError, "commit after close: " + display_);
+  if (stream_) return commit();
+  QEMB_RETURN_IF_ERROR(flush_buffer());
+  int err = injected(Call::kFsync);
+  if (err == 0 && ::fsync(fd_) != 0) err = errno;
+  if (err != 0) {
+    finished_ = true;
+    return io_error("", err);
+  }
+  return Status::Ok();
+}
+
+Status commit_all(const std::vector<AtomicFileWriter*>& outputs) {
+  for (AtomicFileWriter* w : outputs)
+    if (w != nullptr && w->is_stream()) QEMB_RETURN_IF_ERROR(w->commit());
+  for (AtomicFileWriter* w : outputs)
+    if (w != nullptr && !w->is_stream()) QEMB_RETURN_IF_ERROR(w->sync());
+  for (AtomicFileWriter* w : outputs)
+    if (w != nullptr && !w->is_stream()) QEMB_RETURN_IF_ERROR(w->commit());
+  return Status::Ok();
+}
+
 Status write_stdout(const void* data, size_t size) {
   if (size > 0 && std::fwrite(data, 1, size, stdout) != size)
     return make_error(ErrorCode::kIoError, "cannot write to standard output: " + errno_text(errno));

@@ -85,6 +85,11 @@ class AtomicFileWriter {
   // Flushes, checks every byte reached the file (write, fsync, close) and
   // publishes it. Any error leaves the earlier file, if any, as it was.
   Status commit();
+  // The part of commit() that can fail for a reason of the data: flushes and
+  // fsyncs a file (not yet named); for a stream, the same as commit(). Lets a
+  // command with several outputs check them all before it names any
+  // (commit_all).
+  Status sync();
 
   // True when the output is a stream (standard output, a device, a FIFO).
   bool is_stream() const { return stream_; }
@@ -115,6 +120,12 @@ class AtomicFileWriter {
   bool committed_ = false;
   bool finished_ = false;  // commit() was called
 };
+
+// Commits several outputs of one command: all or none. Streams first (what
+// they were sent cannot be taken back, but a failure there then publishes no
+// file), then every file is flushed and fsynced, and only when all of that
+// succeeded is each given its name. Null entries are skipped.
+Status commit_all(const std::vector<AtomicFileWriter*>& outputs);
 
 // Writes all of `data` to standard output through stdio, so that it keeps
 // its order with printf; the error names standard output.

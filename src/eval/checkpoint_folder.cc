@@ -44,7 +44,7 @@ bool inside(const fs::path& child, const fs::path& parent) {
 }  // namespace
 
 Result<int64_t> write_checkpoint_folder(const Checkpoint& ckpt, const ParamStore& store,
-                                        const std::string& out_folder, bool link) {
+                                        const std::string& out_folder, bool link, std::vector<std::string>& skipped) {
   std::error_code ec;
   const fs::path src = fs::canonical(ckpt.folder(), ec);
   if (ec) return fs_error("cannot resolve the checkpoint folder " + in_quotes(ckpt.folder()), ec);
@@ -79,16 +79,35 @@ Result<int64_t> write_checkpoint_folder(const Checkpoint& ckpt, const ParamStore
   if (ec) return fs_error("cannot resolve " + in_quotes(store.file().path()), ec);
   int64_t linked = 0;
   bool changed_written = false;
-  for (auto it = fs::recursive_directory_iterator(src, fs::directory_options::follow_directory_symlink, ec);
+  // Real subfolders are copied; links to folders are not followed (a link to
+  // "." or ".." would copy the folder into itself, or the output into
+  // itself); links to files are copied as the file they reach (a Hugging Face
+  // cache is made of links into its blobs/ folder). Anything else is skipped
+  // and named in `skipped`.
+  for (auto it = fs::recursive_directory_iterator(src, fs::directory_options::none, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     const fs::path rel = it->path().lexically_relative(src);
     const fs::path dst = tmp / rel;
-    if (it->is_directory(ec)) {
+    const fs::file_status own = it->symlink_status(ec);
+    if (ec) return fs_error("cannot read " + in_quotes(it->path().string()), ec);
+    if (fs::is_directory(own)) {
       fs::create_directories(dst, ec);
       if (ec) return fs_error("cannot create " + in_quotes(dst.string()), ec);
       continue;
     }
-    if (!it->is_regular_file(ec)) continue;  // sockets, fifos, dangling links
+    const fs::file_status target = it->status(ec);
+    ec.clear();
+    const bool is_link = fs::is_symlink(own);
+    if (!fs::is_regular_file(target)) {
+      const char* why = is_link && fs::is_directory(target) ? "a link to a folder, not followed"
+                        : is_link && !fs::exists(target)    ? "a link to nothing"
+                        : fs::is_fifo(target)               ? "a FIFO"
+                        : fs::is_socket(target)             ? "a socket"
+                        : fs::is_block_file(target) || fs::is_character_file(target) ? "a device"
+                                                                                      : "not a regular file";
+      skipped.push_back(rel.string() + " (" + why + ")");
+      continue;
+    }
     const fs::path real = fs::canonical(it->path(), ec);
     if (ec) return fs_error("cannot resolve " + in_quotes(it->path().string()), ec);
     if (real == changed && !changed_written) {

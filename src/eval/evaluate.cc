@@ -677,7 +677,7 @@ Result<FakeQuantResult> fakequant_checkpoint(const std::string& checkpoint, cons
   } else {
     // A folder (or an index) in, a complete folder out.
     QEMB_ASSIGN_OR_RETURN(result.linked_files,
-                          write_checkpoint_folder(ckpt, opened.store, out_path, options.link));
+                          write_checkpoint_folder(ckpt, opened.store, out_path, options.link, result.skipped));
     result.folder = true;
   }
   return result;

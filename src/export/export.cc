@@ -10,6 +10,7 @@
 #include "core/ir.h"
 #include "qemb/export.h"
 #include "core/file.h"
+#include "core/json_text.h"
 
 namespace qemb {
 
@@ -193,7 +194,15 @@ Status check_onnx_export(const QuantizedEmbedding& e, const OnnxExportOptions& o
   return Status::Ok();
 }
 
-nlohmann::json onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptions& o) {
+namespace {
+
+// Stands for the per-row encodings in the skeleton that write_onnx_encodings
+// streams them into; no scale or name can dump to it.
+const char kRowsPlaceholder[] = "\x01qemb per-row encodings\x01";
+
+// The encodings JSON; with `rows_placeholder`, the per-row list is the
+// placeholder string instead of one object a row.
+nlohmann::json encodings_json(const QuantizedEmbedding& e, const OnnxExportOptions& o, bool rows_placeholder) {
   using nlohmann::json;
   const std::string& n = e.node;
   const int bits = weight_bits(e.scheme);
@@ -204,9 +213,13 @@ nlohmann::json onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptio
   j["activation_encodings"] = json::object();
   j["param_encodings"] = json::object();
   if (!o.folded) {
-    json per_channel = json::array();
-    for (float s : e.row_scales) per_channel.push_back(aimet_encoding(s, sym_offset, bits, true));
-    j["param_encodings"][n + "_weight"] = per_channel;
+    if (rows_placeholder) {
+      j["param_encodings"][n + "_weight"] = kRowsPlaceholder;
+    } else {
+      json per_channel = json::array();
+      for (float s : e.row_scales) per_channel.push_back(aimet_encoding(s, sym_offset, bits, true));
+      j["param_encodings"][n + "_weight"] = per_channel;
+    }
     if (e.pattern == Pattern::kOptimized) {
       j["activation_encodings"][n + "_convert"] = act;
     } else {
@@ -226,6 +239,42 @@ nlohmann::json onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptio
                          {"per_channel_quantization", "True"},
                          {"quant_scheme", "post_training_tf"}};
   return j;
+}
+
+}  // namespace
+
+nlohmann::json onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptions& o) {
+  return encodings_json(e, o, false);
+}
+
+Status write_onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptions& o,
+                            const std::function<Status(std::string_view)>& sink) {
+  const std::string text = json_text(encodings_json(e, o, true), 2) + "\n";
+  const std::string marker = nlohmann::json(kRowsPlaceholder).dump();
+  const size_t at = text.find(marker);
+  if (at == std::string::npos) return sink(text);  // folded: no per-row list
+  // The list as dump(2) writes it at this depth: the key's line is indented
+  // 4 spaces, each element 6, the closing bracket 4.
+  QEMB_RETURN_IF_ERROR(sink(std::string_view(text).substr(0, at)));
+  const int bits = weight_bits(e.scheme);
+  const int64_t sym_offset = -(int64_t{1} << (bits - 1));
+  std::string chunk = "[\n";
+  for (size_t r = 0; r < e.row_scales.size(); ++r) {
+    const std::string elem = json_text(aimet_encoding(e.row_scales[r], sym_offset, bits, true), 2);
+    chunk += "      ";
+    for (char c : elem) {
+      chunk += c;
+      if (c == '\n') chunk += "      ";
+    }
+    chunk += r + 1 < e.row_scales.size() ? ",\n" : "\n";
+    if (chunk.size() >= (1u << 20)) {
+      QEMB_RETURN_IF_ERROR(sink(chunk));
+      chunk.clear();
+    }
+  }
+  chunk += "    ]";
+  QEMB_RETURN_IF_ERROR(sink(chunk));
+  return sink(std::string_view(text).substr(at + marker.size()));
 }
 
 bool looks_like_artifact(const std::string& path) {
@@ -281,11 +330,13 @@ Result<OnnxExportSummary> export_onnx(const OnnxExportRequest& r) {
   std::unique_ptr<AtomicFileWriter> enc_file;
   if (!r.encodings_path.empty()) {
     QEMB_ASSIGN_OR_RETURN(enc_file, AtomicFileWriter::create(r.encodings_path));
-    const std::string text = onnx_encodings(e, r.onnx).dump(2) + "\n";
-    QEMB_RETURN_IF_ERROR(enc_file->write(text.data(), text.size()));
+    // Written as it is made: one row's encoding at a time, never the whole
+    // list in memory (about 1.7 KB a row as JSON objects).
+    QEMB_RETURN_IF_ERROR(write_onnx_encodings(
+        e, r.onnx, [&](std::string_view piece) { return enc_file->write(piece.data(), piece.size()); }));
   }
-  QEMB_RETURN_IF_ERROR(model_file->commit());
-  if (enc_file) QEMB_RETURN_IF_ERROR(enc_file->commit());
+  // All or none: a failure writing either file publishes neither.
+  QEMB_RETURN_IF_ERROR(commit_all({model_file.get(), enc_file.get()}));
   summary.model_bytes = model.size();
   e.q.clear();
   e.folded.clear();

@@ -31,6 +31,8 @@ constexpr uint64_t kMaxIndexBytes = 100ull << 20;
 // Deeper JSON in an index or config.json is refused before anything recurses over it.
 constexpr int kMaxIndexDepth = 16;
 constexpr size_t kMaxListed = 20;
+// An index naming more distinct shard files than this is refused.
+constexpr size_t kMaxShards = 100000;
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -67,16 +69,35 @@ Result<std::string> read_small_file(const std::string& path, uint64_t limit) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// config.json next to the checkpoint says "tie_word_embeddings": false.
-bool config_unties(const std::string& folder) {
+// config.json next to the checkpoint says "tie_word_embeddings": false. No
+// config.json is "not untied"; one that cannot be read, does not parse, or
+// gives the key a value that is not true or false is an error naming it:
+// guessing would compile lm_head.weight as the input embedding.
+Result<bool> config_unties(const std::string& folder) {
   if (folder.empty()) return false;
-  auto text = read_small_file((fs::path(folder) / "config.json").string(), 16ull << 20);
-  if (!text.ok()) return false;
+  const std::string path = (fs::path(folder) / "config.json").string();
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) return false;
+  auto bad = [&](const std::string& what) {
+    return make_error(ErrorCode::kParseError,
+                      in_quotes(path) + " " + what +
+                          "; it decides whether lm_head.weight is the input embedding (\"tie_word_embeddings\"): "
+                          "fix the file, or name the table with CompileOptions.tensor");
+  };
+  auto text = read_small_file(path, 16ull << 20);
+  if (!text.ok()) return bad("cannot be read (" + text.error().message + ")");
   JsonProblem problem;
   const nlohmann::json config = parse_json_strict(*text, kMaxIndexDepth, problem);
-  if (problem.kind != JsonProblem::Kind::kNone || !config.is_object()) return false;
+  if (problem.kind == JsonProblem::Kind::kSyntax) return bad("is not valid JSON (" + problem.detail + ")");
+  if (problem.kind == JsonProblem::Kind::kTooDeep)
+    return bad("nests JSON deeper than " + std::to_string(kMaxIndexDepth) + " levels");
+  if (problem.kind == JsonProblem::Kind::kDuplicateKey) return bad("repeats the key " + in_quotes(problem.detail));
+  if (!config.is_object()) return bad("is not a JSON object");
   auto it = config.find("tie_word_embeddings");
-  return it != config.end() && it->is_boolean() && !it->get<bool>();
+  if (it == config.end()) return false;
+  if (!it->is_boolean())
+    return bad("gives \"tie_word_embeddings\" the value " + it->dump() + ", not true or false");
+  return !it->get<bool>();
 }
 
 }  // namespace
@@ -135,6 +156,10 @@ Status parse_index(Checkpoint::State& s) {
   auto wm = j.find("weight_map");
   if (wm == j.end() || !wm->is_object()) return bad("has no \"weight_map\" object (tensor name -> shard file)");
   if (wm->empty()) return bad("\"weight_map\" is empty");
+  // Shards are named by relative paths without "..", resolved inside the
+  // index's folder; what is found there may be a symbolic link to a file
+  // anywhere (a Hugging Face cache's snapshot links into its blobs/ folder).
+  std::set<std::string> distinct;
   for (auto it = wm->begin(); it != wm->end(); ++it) {
     if (!it->is_string()) return bad("\"weight_map\" entry " + in_quotes(it.key()) + " is not a file name string");
     const std::string shard = it->get<std::string>();
@@ -144,15 +169,25 @@ Status parse_index(Checkpoint::State& s) {
       if (part == "..") escapes = true;
     if (escapes)
       return bad("\"weight_map\" places " + in_quotes(it.key()) + " in " + in_quotes(shard) +
-                 "; shards must be files inside the index's folder");
+                 "; shards must be named inside the index's folder (a relative path without '..'); the file "
+                 "found there may be a symbolic link to a file anywhere");
     s.weight_map.emplace_back(it.key(), shard);
     s.shard_of.emplace(it.key(), shard);
-    if (std::find(s.shards.begin(), s.shards.end(), shard) == s.shards.end()) s.shards.push_back(shard);
+    if (distinct.insert(shard).second && distinct.size() > kMaxShards)
+      return bad("\"weight_map\" names more than " + std::to_string(kMaxShards) +
+                 " distinct shard files; no real checkpoint has that many (the largest have a few hundred)");
   }
-  std::sort(s.shards.begin(), s.shards.end());
+  s.shards.assign(distinct.begin(), distinct.end());  // sorted
   for (const std::string& shard : s.shards) {
     std::error_code ec;
-    if (!fs::is_regular_file(s.shard_path(shard), ec))
+    const fs::file_status st = fs::status(s.shard_path(shard), ec);
+    if (fs::exists(st) && !fs::is_regular_file(st))
+      return make_error(ErrorCode::kInvalidArgument,
+                        "index " + in_quotes(s.index_path) + " names shard " + in_quotes(shard) + ", which is " +
+                            (fs::is_directory(st) ? "a folder" : fs::is_fifo(st) ? "a FIFO" : "a special file") +
+                            ", not a regular file; shards are memory-mapped, so each must be a regular file (or "
+                            "a link to one)");
+    if (!fs::is_regular_file(st))
       return make_error(ErrorCode::kNotFound, "index " + in_quotes(s.index_path) + " names shard " + in_quotes(shard) +
                                                   ", which is not in " + in_quotes(s.folder) +
                                                   "; the checkpoint is incomplete (download the missing shard)");
@@ -560,7 +595,11 @@ Result<std::string> Checkpoint::find_embedding(const std::string& explicit_name)
       name = matches[0];
     }
   }
-  if (explicit_name.empty() && has_suffix_component(name, "lm_head.weight") && config_unties(s_->folder))
+  bool untied = false;
+  if (explicit_name.empty() && has_suffix_component(name, "lm_head.weight")) {
+    QEMB_ASSIGN_OR_RETURN(untied, config_unties(s_->folder));
+  }
+  if (untied)
     return make_error(ErrorCode::kNotFound,
                       "no input embedding in " + in_quotes(file()) + ": only " + in_quotes(name) +
                           ", and config.json says \"tie_word_embeddings\": false, so it is not the input "

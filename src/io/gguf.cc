@@ -48,6 +48,17 @@ class Cursor {
     pos_ += n;
     return s;
   }
+  // A string value, as a view of the file's bytes (no copy).
+  Result<std::string_view> string_view(const std::string& what) {
+    QEMB_ASSIGN_OR_RETURN(uint64_t n, get<uint64_t>(what + " length"));
+    if (n > kGgufMaxStringBytes)
+      return error(what + " at byte " + std::to_string(pos_ - 8) + " claims " + std::to_string(n) +
+                   " bytes, over the " + std::to_string(kGgufMaxStringBytes) + "-byte limit; the file is corrupt");
+    if (n > remaining()) return truncated(what, n);
+    std::string_view s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(n));
+    pos_ += n;
+    return s;
+  }
   Status skip(uint64_t n, const std::string& what) {
     if (n > remaining()) return truncated(what, n);
     pos_ += n;
@@ -90,7 +101,7 @@ Status read_scalar(Cursor& c, GgufValue& v, const std::string& what) {
     case GgufValue::Type::kU64: { QEMB_ASSIGN_OR_RETURN(uint64_t x, c.get<uint64_t>(what)); v.u = x; break; }
     case GgufValue::Type::kI64: { QEMB_ASSIGN_OR_RETURN(int64_t x, c.get<int64_t>(what)); v.i = x; break; }
     case GgufValue::Type::kF64: { QEMB_ASSIGN_OR_RETURN(double x, c.get<double>(what)); v.f = x; break; }
-    case GgufValue::Type::kString: { QEMB_ASSIGN_OR_RETURN(v.s, c.string(what)); break; }
+    case GgufValue::Type::kString: { QEMB_ASSIGN_OR_RETURN(v.s, c.string_view(what)); break; }
     case GgufValue::Type::kArray: break;  // handled by the caller
   }
   return Status::Ok();
@@ -504,6 +515,14 @@ Result<GgufFile> GgufFile::from_memory(const uint8_t* data, size_t size, std::sh
     return c.error("does not start with the magic \"GGUF\"; not a GGUF file");
   QEMB_RETURN_IF_ERROR(c.skip(4, "magic"));
   QEMB_ASSIGN_OR_RETURN(f.version_, c.get<uint32_t>("version"));
+  // A big-endian GGUF (llama.cpp's --bigendian) stores the version, like
+  // every number, byte-swapped: 2 and 3 read as 0x02000000 and 0x03000000.
+  if (f.version_ == (2u << 24) || f.version_ == (3u << 24))
+    return make_error(ErrorCode::kUnsupported,
+                      "GGUF file " + in_quotes(f.path_) + " is big-endian (version " +
+                          std::to_string(f.version_ >> 24) +
+                          " stored byte-swapped); qemb reads little-endian GGUF only (convert it without "
+                          "--bigendian)");
   if (f.version_ < 2 || f.version_ > 3)
     return make_error(ErrorCode::kUnsupported,
                       "GGUF file " + in_quotes(f.path_) + " has version " + std::to_string(f.version_) +

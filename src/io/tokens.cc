@@ -1,11 +1,15 @@
 #include "qemb/tokens.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <limits>
 #include <memory>
 
 #include "core/file.h"
+#include "qemb/npy.h"
 
 namespace qemb {
 namespace {
@@ -139,6 +143,91 @@ Result<TokenBatch> read_token_batch(const std::string& path) {
   batch.ids = std::move(*ids);
   batch.shape = {static_cast<int64_t>(batch.ids.size())};
   return batch;
+}
+
+namespace {
+
+class InMemoryTokens : public TokenStream {
+ public:
+  explicit InMemoryTokens(TokenBatch batch) : ids_(std::move(batch.ids)) {
+    size_ = ids_.size();
+    shape_ = std::move(batch.shape);
+  }
+  Status read(size_t first, size_t count, int64_t* out) const override {
+    std::copy(ids_.begin() + static_cast<std::ptrdiff_t>(first),
+              ids_.begin() + static_cast<std::ptrdiff_t>(first + count), out);
+    return Status::Ok();
+  }
+
+ private:
+  std::vector<int64_t> ids_;
+};
+
+// A C-ordered integer .npy read through its mapping, element by element as
+// tokens_from_npy converts it.
+class MappedNpyTokens : public TokenStream {
+ public:
+  MappedNpyTokens(std::shared_ptr<const MappedFile> file, const uint8_t* data, NpyDtype dtype,
+                  std::vector<int64_t> shape, size_t count)
+      : file_(std::move(file)), data_(data), dtype_(dtype) {
+    size_ = count;
+    shape_ = std::move(shape);
+  }
+  Status read(size_t first, size_t count, int64_t* out) const override {
+    const size_t item = static_cast<size_t>(dtype_.item_size);
+    for (size_t i = 0; i < count; ++i) {
+      const uint8_t* p = data_ + (first + i) * item;
+      uint64_t raw = 0;
+      for (size_t b = 0; b < item; ++b) {
+        const size_t shift = dtype_.byte_order == '>' ? (item - 1 - b) : b;
+        raw |= static_cast<uint64_t>(p[b]) << (8 * shift);
+      }
+      if (dtype_.kind == 'i') {
+        const unsigned bits = static_cast<unsigned>(item * 8);
+        if (bits < 64 && (raw >> (bits - 1)) & 1u) raw |= ~uint64_t{0} << bits;
+      } else if (raw > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return make_error(ErrorCode::kOutOfRange, "token file " + in_quotes(file_->path()) + ": id " +
+                                                      std::to_string(raw) + " at position " +
+                                                      std::to_string(first + i) +
+                                                      " does not fit in a 64-bit signed integer");
+      }
+      out[i] = static_cast<int64_t>(raw);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::shared_ptr<const MappedFile> file_;
+  const uint8_t* data_;
+  NpyDtype dtype_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<TokenStream>> TokenStream::open(const std::string& path) {
+  struct stat st {};
+  if (path != kStdioPath && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    QEMB_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MappedFile::open(path));
+    if (has_npy_magic(file->data(), file->size())) {
+      QEMB_ASSIGN_OR_RETURN(NpyHeader header, parse_npy_header(file->data(), file->size(), path));
+      QEMB_ASSIGN_OR_RETURN(NpyDtype dtype, parse_npy_dtype(header.dtype));
+      NpyArray shape_only;  // the element count, as an array of that shape counts it
+      shape_only.shape = header.shape;
+      const size_t count = static_cast<size_t>(shape_only.num_elements());
+      const size_t offset = static_cast<size_t>(header.data_offset);
+      if ((dtype.kind == 'i' || dtype.kind == 'u') && header.shape.size() <= 2 &&
+          (!header.fortran_order || header.shape.size() < 2)) {
+        return std::unique_ptr<TokenStream>(
+            new MappedNpyTokens(file, file->data() + offset, dtype, header.shape, count));
+      }
+    }
+  }
+  QEMB_ASSIGN_OR_RETURN(TokenBatch batch, read_token_batch(path));  // its checks and messages
+  return std::unique_ptr<TokenStream>(new InMemoryTokens(std::move(batch)));
+}
+
+std::unique_ptr<TokenStream> TokenStream::from_batch(TokenBatch batch) {
+  return std::unique_ptr<TokenStream>(new InMemoryTokens(std::move(batch)));
 }
 
 Result<std::vector<int64_t>> read_token_file(const std::string& path) {

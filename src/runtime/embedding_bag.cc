@@ -127,11 +127,11 @@ Status prepare_offsets(const TableBags& t, size_t bags, PreparedTable& p, std::s
 }
 
 template <typename Id>
-Status check_bag_ids(const Id* ids, const PreparedTable& p, size_t bags, int64_t vocab,
+QEMB_CALLER_MEMORY_READ Status check_bag_ids(const Id* ids, const PreparedTable& p, size_t bags, int64_t vocab,
                      const std::string& table) {
   for (size_t b = 0; b < bags; ++b) {
     for (int64_t i = p.offsets[b]; i < p.offsets[b + 1]; ++i) {
-      const int64_t id = ids[i];
+      const int64_t id = static_cast<CallerIdPtr<Id>>(ids)[i];
       if (id < 0 || id >= vocab) {
         return make_error(ErrorCode::kOutOfRange,
                           table + ": id " + std::to_string(id) + " at position " + std::to_string(i) +
@@ -191,15 +191,15 @@ BagKernel bag_kernel(const EmbeddingTable::Impl& impl) {
   return {kernel_fn<BagI64Fn>(k, impl.plan.bag_i64_kernel), kernel_fn<BagI32Fn>(k, impl.plan.bag_i32_kernel)};
 }
 
-// A graph only the reference interpreter runs: look the chunk's ids up into
-// uint16 rows, then pool those rows with the scalar reference.
-Status pool_interpreted(const PreparedTable& p, const BagParams& bag, float* out) {
-  const TableBags& t = *p.bags;
+// A graph only the reference interpreter runs: look the chunk's ids (the
+// private copy `ids`, which bag.offsets index) up into uint16 rows, then pool
+// those rows with the scalar reference.
+Status pool_interpreted(const PreparedTable& p, const int64_t* chunk_ids, const BagParams& bag, float* out) {
   const int64_t lo = bag.offsets[0], hi = bag.offsets[bag.bags];
   const size_t m = static_cast<size_t>(hi - lo);
   std::vector<int64_t> ids(m), positions(m);
   for (size_t i = 0; i < m; ++i) {
-    ids[i] = t.indices[static_cast<size_t>(lo) + i];
+    ids[i] = chunk_ids[static_cast<size_t>(lo) + i];
     // Padding ids point at an extra row the kernel skips by its index.
     positions[i] = ids[i] == p.padding ? static_cast<int64_t>(m) : static_cast<int64_t>(i);
   }
@@ -231,9 +231,13 @@ constexpr size_t kBagsPerTask = 64;
 constexpr int64_t kIdsPerTask = 1024;
 constexpr size_t kMinValuesForThreads = 1 << 16;
 
+// Ids past a task's last bag copied with its own, for the kernel's prefetch
+// (it looks 32 ids ahead).
+constexpr size_t kLookaheadIds = 64;
+
 struct Task {
   const PreparedTable* table;
-  size_t first_bag, bags;
+  size_t table_index, first_bag, bags;
 };
 
 struct Call {
@@ -247,15 +251,43 @@ struct Call {
   Status run(const Task& task) const {
     const PreparedTable& p = *task.table;
     const TableBags& t = *p.bags;
+    // The task's offsets and ids are read once, into private memory, and
+    // checked again there: every id was checked in place before anything was
+    // written, but a caller's other thread may rewrite them during the call,
+    // and only checked values may index the table. The ids copied run
+    // kLookaheadIds past the task's last bag, so the kernel's prefetch keeps
+    // going across tasks.
+    const size_t n = t.indices.size();
+    std::vector<int64_t> offsets(task.bags + 1);
+    copy_caller_ids(p.offsets + task.first_bag, task.bags + 1, offsets.data());
+    for (size_t b = 0; b <= task.bags; ++b) {
+      if (offsets[b] < (b == 0 ? 0 : offsets[b - 1]) || offsets[b] > static_cast<int64_t>(n))
+        return make_error(ErrorCode::kInvalidArgument,
+                          label(t, task.table_index) + ": the offsets changed during the call (another "
+                          "thread wrote them) and are no longer valid; the output is not all written");
+    }
+    const size_t lo = static_cast<size_t>(offsets[0]);
+    const size_t end = std::min(n, static_cast<size_t>(offsets[task.bags]) + kLookaheadIds);
+    std::vector<int64_t> ids(end - lo);
+    if (t.indices.is_int64()) copy_caller_ids(t.indices.data64() + lo, ids.size(), ids.data());
+    else copy_caller_ids(t.indices.data32() + lo, ids.size(), ids.data());
+    const int64_t vocab = p.impl->sig.vocab;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= vocab)
+        return make_error(ErrorCode::kInvalidArgument,
+                          label(t, task.table_index) + ": id " + std::to_string(ids[i]) + " at position " +
+                              std::to_string(lo + i) + " is outside [0, " + std::to_string(vocab) +
+                              ") after it was checked: the ids changed during the call (another thread "
+                              "wrote them); the output is not all written");
+    }
+    for (int64_t& o : offsets) o -= static_cast<int64_t>(lo);
     BagParams bag;
-    bag.offsets = p.offsets + task.first_bag;
+    bag.offsets = offsets.data();
     bag.bags = task.bags;
-    bag.weights = t.per_sample_weights ? t.per_sample_weights->data() : nullptr;
+    bag.weights = t.per_sample_weights ? t.per_sample_weights->data() + lo : nullptr;
     bag.padding_idx = p.padding;
     bag.mean = t.mode == PoolMode::kMean;
-    // Every id of the table was checked: the kernel may prefetch past this
-    // task's bags into the next task's, which one thread runs in a row.
-    bag.lookahead_end = t.indices.size();
+    bag.lookahead_end = ids.size();
     std::vector<float> scratch;
     float* out = nullptr;
     if (out32) {
@@ -267,7 +299,7 @@ struct Call {
       bag.out_stride = p.dim;
     }
     if (p.impl->plan.kind == ExecutionPlan::Kind::kInterpreted) {
-      QEMB_RETURN_IF_ERROR(pool_interpreted(p, bag, out));
+      QEMB_RETURN_IF_ERROR(pool_interpreted(p, ids.data(), bag, out));
     } else {
       const RequantGatherParams* params = &p.impl->plan.requant;
       RequantGatherParams materialized;
@@ -277,12 +309,7 @@ struct Call {
         materialized.act = p.impl->plan.act;
         params = &materialized;
       }
-      const BagKernel k = bag_kernel(*p.impl);
-      if (t.indices.is_int64()) {
-        k.i64(*params, t.indices.data64(), bag, out);
-      } else {
-        k.i32(*params, t.indices.data32(), bag, out);
-      }
+      bag_kernel(*p.impl).i64(*params, ids.data(), bag, out);
     }
     if (out16) {
       for (size_t b = 0; b < task.bags; ++b) {
@@ -307,11 +334,12 @@ struct Call {
   }
 };
 
-Status pool_tables(std::span<const TableBags> tables, float* out32, uint16_t* out16,
-                   BagOutputType type) {
+// Checks every table and that they agree on the number of bags.
+Status prepare_all(std::span<const TableBags> tables, std::vector<PreparedTable>& prepared, size_t& batch,
+                   size_t& total_dim, size_t& total_values) {
   if (tables.empty()) return make_error(ErrorCode::kInvalidArgument, "no tables to pool");
-  std::vector<PreparedTable> prepared(tables.size());
-  size_t batch = 0, total_dim = 0, total_values = 0;
+  prepared.resize(tables.size());
+  batch = total_dim = total_values = 0;
   for (size_t t = 0; t < tables.size(); ++t) {
     size_t bags = 0;
     QEMB_RETURN_IF_ERROR(prepare(tables[t], t, prepared[t], bags));
@@ -327,16 +355,50 @@ Status pool_tables(std::span<const TableBags> tables, float* out32, uint16_t* ou
     total_dim += prepared[t].dim;
     total_values += tables[t].indices.size() * prepared[t].dim;
   }
+  return Status::Ok();
+}
+
+Status pool_tables(std::span<const TableBags> tables, float* out32, uint16_t* out16,
+                   BagOutputType type) {
+  std::vector<PreparedTable> prepared;
+  size_t batch = 0, total_dim = 0, total_values = 0;
+  QEMB_RETURN_IF_ERROR(prepare_all(tables, prepared, batch, total_dim, total_values));
   if (batch == 0 || total_dim == 0) return Status::Ok();
   if (out32 == nullptr && out16 == nullptr)
     return make_error(ErrorCode::kInvalidArgument, "the output buffer is null");
+  // Rows written into an input not yet read would be read as ids, offsets or
+  // weights: refused, for every input of every table.
+  const void* out = out32 ? static_cast<const void*>(out32) : static_cast<const void*>(out16);
+  size_t out_bytes = 0;
+  if (__builtin_mul_overflow(batch, total_dim * (out32 ? sizeof(float) : sizeof(uint16_t)), &out_bytes))
+    out_bytes = SIZE_MAX;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const TableBags& tb = tables[t];
+    const size_t id_size = tb.indices.is_int64() ? 8 : 4, bound_size = tb.boundaries.is_int64() ? 8 : 4;
+    const void* ids = tb.indices.is_int64() ? static_cast<const void*>(tb.indices.data64())
+                                            : static_cast<const void*>(tb.indices.data32());
+    const void* bounds = tb.boundaries.is_int64() ? static_cast<const void*>(tb.boundaries.data64())
+                                                  : static_cast<const void*>(tb.boundaries.data32());
+    const char* what = nullptr;
+    if (byte_ranges_overlap(out, out_bytes, ids, tb.indices.size() * id_size)) what = "indices";
+    else if (byte_ranges_overlap(out, out_bytes, bounds, tb.boundaries.size() * bound_size)) what = "offsets";
+    else if (tb.per_sample_weights &&
+             byte_ranges_overlap(out, out_bytes, tb.per_sample_weights->data(),
+                                 tb.per_sample_weights->size() * sizeof(float)))
+      what = "per-sample weights";
+    if (what) {
+      const Error e = overlap_error(what);
+      return make_error(e.code, label(tb, t) + ": " + e.message);
+    }
+  }
 
   std::vector<Task> tasks;
-  for (const PreparedTable& p : prepared) {
+  for (size_t ti = 0; ti < prepared.size(); ++ti) {
+    const PreparedTable& p = prepared[ti];
     for (size_t b = 0; b < batch;) {
       size_t e = std::min(batch, b + kBagsPerTask);
       while (e < batch && p.offsets[e] - p.offsets[b] < kIdsPerTask) e = std::min(batch, e + kBagsPerTask);
-      tasks.push_back({&p, b, e - b});
+      tasks.push_back({&p, ti, b, e - b});
       b = e;
     }
   }
@@ -365,6 +427,12 @@ std::string bag_kernel_name(const EmbeddingTable& table) {
   const EmbeddingTable::Impl& impl = table_impl(table);
   if (impl.plan.kind == ExecutionPlan::Kind::kInterpreted) return "reference_interpreter";
   return kernel_name(*impl.runtime->kernels, impl.plan.bag_i64_kernel);
+}
+
+Status check_bags(std::span<const TableBags> tables) {
+  std::vector<PreparedTable> prepared;
+  size_t batch = 0, total_dim = 0, total_values = 0;
+  return prepare_all(tables, prepared, batch, total_dim, total_values);
 }
 
 Status embedding_bags(std::span<const TableBags> tables, float* out) {

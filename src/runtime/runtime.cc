@@ -1,8 +1,12 @@
 #include "qemb/runtime.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -90,9 +94,24 @@ Error id_error(int64_t id, size_t position, int64_t vocab) {
                         std::to_string(vocab) + ")");
 }
 
+// An id that passed its check and then failed it in the private copy: the
+// caller changed its ids during the call. Rows before it may be written.
+Error changed_error(int64_t id, size_t position, int64_t vocab) {
+  return make_error(ErrorCode::kInvalidArgument,
+                    "token id " + std::to_string(id) + " at position " + std::to_string(position) +
+                        " is outside [0, " + std::to_string(vocab) +
+                        ") after it was checked: the ids changed during the lookup (another thread "
+                        "wrote them); the rows of this call are not all written");
+}
+
 // Rows per task; below this a batch stays on the calling thread.
 constexpr size_t kMinRowsPerTask = 64;
 constexpr size_t kMinValuesForThreads = 1 << 16;
+// Ids are copied into private memory this many at a time, checked there, and
+// only the copy is used to index: a caller rewriting its ids during the call
+// (another thread) can change which rows are read, never make a kernel read
+// outside the table. 256 ids are 2 KiB on the stack.
+constexpr size_t kIdChunk = 256;
 
 // What a lookup writes: uint16 activations, or dequantized values in one of
 // the float dtypes (the halves as uint16_t bit patterns).
@@ -100,17 +119,50 @@ enum class OutKind { kU16, kF32, kF16, kBF16 };
 template <OutKind K>
 using OutT = std::conditional_t<K == OutKind::kF32, float, uint16_t>;
 
-template <OutKind K>
+// The first id that failed its check in the private copy (ids changed while
+// the lookup read them); tasks on several threads may report one.
+struct ChangedId {
+  std::mutex mu;
+  bool set = false;
+  size_t position = 0;
+  int64_t id = 0;
+  void report(size_t pos, int64_t value) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (set && position <= pos) return;
+    set = true;
+    position = pos;
+    id = value;
+  }
+};
+
+template <OutKind K, typename Id>
 struct KernelCall {
   const ExecutionPlan* plan;
   const KernelSet* kernels;
-  const int64_t* ids;
+  const Id* ids;
   OutT<K>* out;
   size_t dim;
+  int64_t vocab;
+  ChangedId* changed;
 
   void run(size_t begin, size_t count) const {
-    const int64_t* id = ids + begin;
-    OutT<K>* o = out + begin * dim;
+    int64_t wide[kIdChunk];
+    for (size_t done = 0; done < count;) {
+      const size_t m = std::min(kIdChunk, count - done);
+      const size_t first = begin + done;
+      // One read of each id, through a volatile pointer so the compiler
+      // cannot read the caller's memory again instead of the copy.
+      if (copy_caller_ids_checked(ids + first, m, vocab, wide)) {
+        int64_t bad = 0;
+        const size_t at = first_bad_id(wide, m, vocab, bad);
+        changed->report(first + at, bad);
+        return;
+      }
+      gather(wide, m, out + first * dim);
+      done += m;
+    }
+  }
+  void gather(const int64_t* id, size_t count, OutT<K>* o) const {
     const bool materialized = plan->kind == ExecutionPlan::Kind::kMaterialized;
     if constexpr (K == OutKind::kU16) {
       if (materialized) kernels->gather_u16(plan->table, dim, id, count, o);
@@ -131,18 +183,47 @@ struct KernelCall {
   }
 };
 
-template <OutKind K>
-Status run_checked(const EmbeddingTable::Impl& impl, std::span<const int64_t> ids, OutT<K>* out) {
+// Checks the ids where the caller keeps them (so that on a bad id nothing is
+// written), refuses an output sharing memory with them, then runs the lookup
+// on private copies of the ids.
+template <OutKind K, typename Id>
+Status run_lookup(const EmbeddingTable::Impl& impl, std::span<const Id> ids, OutT<K>* out) {
   const size_t n = ids.size();
   const size_t dim = static_cast<size_t>(impl.sig.dim);
+  const int64_t vocab = impl.sig.vocab;
   if (n == 0) return Status::Ok();
+  size_t out_bytes = 0;
+  if (__builtin_mul_overflow(n, dim * sizeof(OutT<K>), &out_bytes)) out_bytes = SIZE_MAX;
+  if (byte_ranges_overlap(ids.data(), n * sizeof(Id), out, out_bytes)) return overlap_error("ids");
+  const EmbeddingRuntime::Impl& rt = *impl.runtime;
+  const bool one_thread = rt.pool == nullptr || n < 2 * kMinRowsPerTask || n * dim < kMinValuesForThreads;
+  if (n <= kIdChunk && one_thread && impl.plan.kind != ExecutionPlan::Kind::kInterpreted) {
+    // A small batch (a decode step): one copy, checked, then looked up.
+    int64_t wide[kIdChunk];
+    if (copy_caller_ids_checked(ids.data(), n, vocab, wide)) {
+      int64_t bad = 0;
+      const size_t at = first_bad_id(wide, n, vocab, bad);
+      return id_error(bad, at, vocab);
+    }
+    ChangedId unused;
+    KernelCall<K, Id>{&impl.plan, rt.kernels, ids.data(), out, dim, vocab, &unused}.gather(wide, n, out);
+    return Status::Ok();
+  }
+  if (any_id_outside(ids.data(), n, vocab)) {
+    int64_t bad_id = 0;
+    if (const size_t bad = first_bad_id(ids.data(), n, vocab, bad_id); bad < n) return id_error(bad_id, bad, vocab);
+  }
   if (impl.plan.kind == ExecutionPlan::Kind::kInterpreted) {
+    std::vector<int64_t> copy(n);
+    copy_caller_ids(ids.data(), n, copy.data());
+    for (size_t i = 0; i < n; ++i)
+      if (copy[i] < 0 || copy[i] >= vocab) return changed_error(copy[i], i, vocab);
     if constexpr (K == OutKind::kU16) {
-      return interpret_graph(*impl.graph, impl.sig, ids, reinterpret_cast<uint8_t*>(out));
+      return interpret_graph(*impl.graph, impl.sig, copy, reinterpret_cast<uint8_t*>(out));
     } else {
       std::vector<uint16_t> q(n * dim);
       QEMB_RETURN_IF_ERROR(
-          interpret_graph(*impl.graph, impl.sig, ids, reinterpret_cast<uint8_t*>(q.data())));
+          interpret_graph(*impl.graph, impl.sig, copy, reinterpret_cast<uint8_t*>(q.data())));
       for (size_t i = 0; i < q.size(); ++i) {
         const float y = dequantize_activation(q[i], impl.plan.act);
         if constexpr (K == OutKind::kF32) out[i] = y;
@@ -152,71 +233,81 @@ Status run_checked(const EmbeddingTable::Impl& impl, std::span<const int64_t> id
       return Status::Ok();
     }
   }
-  const EmbeddingRuntime::Impl& rt = *impl.runtime;
-  KernelCall<K> call{&impl.plan, rt.kernels, ids.data(), out, dim};
-  if (rt.pool == nullptr || n < 2 * kMinRowsPerTask || n * dim < kMinValuesForThreads) {
+  ChangedId changed;
+  KernelCall<K, Id> call{&impl.plan, rt.kernels, ids.data(), out, dim, vocab, &changed};
+  if (one_thread) {
     call.run(0, n);  // small batches (a decode step) never leave the calling thread
-    return Status::Ok();
+  } else {
+    const size_t tasks = static_cast<size_t>(rt.threads) * 4;
+    const size_t tile = std::max(kMinRowsPerTask, (n + tasks - 1) / tasks);
+    rt.pool->parallelize(n, tile, &KernelCall<K, Id>::task, &call);
   }
-  const size_t tasks = static_cast<size_t>(rt.threads) * 4;
-  const size_t tile = std::max(kMinRowsPerTask, (n + tasks - 1) / tasks);
-  rt.pool->parallelize(n, tile, &KernelCall<K>::task, &call);
-  return Status::Ok();
-}
-
-template <OutKind K>
-Status run_int32(const EmbeddingTable::Impl& impl, std::span<const int32_t> ids, OutT<K>* out) {
-  // Widen in fixed chunks on the stack: no allocation on the hot path.
-  constexpr size_t kChunk = 1024;
-  int64_t wide[kChunk];
-  const size_t dim = static_cast<size_t>(impl.sig.dim);
-  for (size_t i = 0; i < ids.size(); ++i)
-    if (ids[i] < 0 || ids[i] >= impl.sig.vocab) return id_error(ids[i], i, impl.sig.vocab);
-  for (size_t begin = 0; begin < ids.size(); begin += kChunk) {
-    const size_t count = std::min(kChunk, ids.size() - begin);
-    for (size_t i = 0; i < count; ++i) wide[i] = ids[begin + i];
-    QEMB_RETURN_IF_ERROR(run_checked<K>(impl, std::span<const int64_t>(wide, count), out + begin * dim));
-  }
+  if (changed.set) return changed_error(changed.id, changed.position, vocab);
   return Status::Ok();
 }
 
 template <typename Id>
 Status run_dtype(const EmbeddingTable::Impl& impl, std::span<const Id> ids, FloatDtype dtype, void* out) {
-  auto run = [&]<OutKind K>() -> Status {
-    auto* o = static_cast<OutT<K>*>(out);
-    if constexpr (std::is_same_v<Id, int32_t>) {
-      return run_int32<K>(impl, ids, o);
-    } else {
-      QEMB_RETURN_IF_ERROR(check_ids(ids, impl.sig.vocab));
-      return run_checked<K>(impl, ids, o);
-    }
-  };
   switch (dtype) {
-    case FloatDtype::kF32: return run.template operator()<OutKind::kF32>();
-    case FloatDtype::kF16: return run.template operator()<OutKind::kF16>();
-    case FloatDtype::kBF16: return run.template operator()<OutKind::kBF16>();
+    case FloatDtype::kF32: return run_lookup<OutKind::kF32>(impl, ids, static_cast<float*>(out));
+    case FloatDtype::kF16: return run_lookup<OutKind::kF16>(impl, ids, static_cast<uint16_t*>(out));
+    case FloatDtype::kBF16: return run_lookup<OutKind::kBF16>(impl, ids, static_cast<uint16_t*>(out));
   }
   return make_error(ErrorCode::kInvalidArgument, "unknown output dtype");
 }
 
-// The part of `g` that computes `output`: the ops it depends on and their
-// tensors, in the graph's order.
-Graph table_subgraph(const Graph& g, const std::string& output) {
-  std::set<std::string> needed = {output};
-  std::vector<bool> used(g.ops.size(), false);
-  for (size_t i = g.ops.size(); i-- > 0;) {
-    const Op& op = g.ops[i];
-    if (std::none_of(op.outputs.begin(), op.outputs.end(), [&](const std::string& o) { return needed.count(o); }))
-      continue;
-    used[i] = true;
-    needed.insert(op.inputs.begin(), op.inputs.end());
-    needed.insert(op.outputs.begin(), op.outputs.end());
+// Where each tensor of a graph is, and which ops write it: built once per
+// artifact, so that cutting out each table's part costs that part's size,
+// not the whole graph's (an artifact of T tables opens in time linear in T).
+struct GraphIndex {
+  std::unordered_map<std::string, size_t> tensor;                 // name -> index in g.tensors
+  std::unordered_map<std::string, std::vector<size_t>> writers;  // tensor name -> ops writing it
+  explicit GraphIndex(const Graph& g) {
+    tensor.reserve(g.tensors.size());
+    for (size_t i = 0; i < g.tensors.size(); ++i) tensor.emplace(g.tensors[i].name, i);
+    for (size_t i = 0; i < g.ops.size(); ++i)
+      for (const std::string& o : g.ops[i].outputs) writers[o].push_back(i);
   }
+};
+
+// The part of `g` that computes `output`: the ops it depends on (those that
+// write it or, before them, any tensor such an op reads or writes) and their
+// tensors, in the graph's order.
+Graph table_subgraph(const Graph& g, const GraphIndex& index, const std::string& output) {
+  std::unordered_set<std::string> needed = {output};
+  std::vector<std::string> pending = {output};
+  std::set<size_t> used;  // op indices, sorted
+  // Walks back from the output: an op is used when it writes a needed tensor
+  // and comes before an op already used that needs it (the reverse scan of
+  // the graph's order, done through the writers index).
+  std::vector<std::pair<std::string, size_t>> work = {{output, g.ops.size()}};
+  while (!work.empty()) {
+    auto [name, before] = work.back();
+    work.pop_back();
+    auto w = index.writers.find(name);
+    if (w == index.writers.end()) continue;
+    for (size_t i : w->second) {
+      if (i >= before || !used.insert(i).second) continue;
+      const Op& op = g.ops[i];
+      for (const std::string& t : op.inputs) {
+        needed.insert(t);
+        work.push_back({t, i});
+      }
+      for (const std::string& t : op.outputs) {
+        needed.insert(t);
+        work.push_back({t, i});
+      }
+    }
+  }
+  std::vector<size_t> tensors;
+  for (const std::string& name : needed) {
+    auto t = index.tensor.find(name);
+    if (t != index.tensor.end()) tensors.push_back(t->second);
+  }
+  std::sort(tensors.begin(), tensors.end());
   Graph sub;
-  for (const Tensor& t : g.tensors)
-    if (needed.count(t.name)) sub.tensors.push_back(t);
-  for (size_t i = 0; i < g.ops.size(); ++i)
-    if (used[i]) sub.ops.push_back(g.ops[i]);
+  for (size_t t : tensors) sub.tensors.push_back(g.tensors[t]);
+  for (size_t i : used) sub.ops.push_back(g.ops[i]);
   return sub;
 }
 
@@ -265,24 +356,68 @@ const std::string& EmbeddingTable::kernel_name() const { return impl_->kernel_na
 const nlohmann::json& EmbeddingTable::metadata() const { return impl_->metadata; }
 
 Status EmbeddingTable::lookup(std::span<const int64_t> ids, uint16_t* out) const {
-  QEMB_RETURN_IF_ERROR(check_ids(ids, impl_->sig.vocab));
-  return run_checked<OutKind::kU16>(*impl_, ids, out);
+  return run_lookup<OutKind::kU16>(*impl_, ids, out);
 }
 Status EmbeddingTable::lookup(std::span<const int32_t> ids, uint16_t* out) const {
-  return run_int32<OutKind::kU16>(*impl_, ids, out);
+  return run_lookup<OutKind::kU16>(*impl_, ids, out);
 }
 Status EmbeddingTable::lookup_dequantized(std::span<const int64_t> ids, float* out) const {
-  QEMB_RETURN_IF_ERROR(check_ids(ids, impl_->sig.vocab));
-  return run_checked<OutKind::kF32>(*impl_, ids, out);
+  return run_lookup<OutKind::kF32>(*impl_, ids, out);
 }
 Status EmbeddingTable::lookup_dequantized(std::span<const int32_t> ids, float* out) const {
-  return run_int32<OutKind::kF32>(*impl_, ids, out);
+  return run_lookup<OutKind::kF32>(*impl_, ids, out);
 }
 Status EmbeddingTable::lookup_dequantized(std::span<const int64_t> ids, FloatDtype dtype, void* out) const {
   return run_dtype(*impl_, ids, dtype, out);
 }
 Status EmbeddingTable::lookup_dequantized(std::span<const int32_t> ids, FloatDtype dtype, void* out) const {
   return run_dtype(*impl_, ids, dtype, out);
+}
+
+bool byte_ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  if (a_bytes == 0 || b_bytes == 0) return false;
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  // Sizes past the address space (a caller's lie) saturate rather than wrap.
+  const uintptr_t x_end = x + a_bytes < x ? UINTPTR_MAX : x + a_bytes;
+  const uintptr_t y_end = y + b_bytes < y ? UINTPTR_MAX : y + b_bytes;
+  return x < y_end && y < x_end;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(__SANITIZE_ADDRESS__)
+#define QEMB_ID_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define QEMB_ID_CLONES
+#endif
+
+namespace {
+template <typename Id>
+inline bool copy_checked(const Id* src, size_t n, int64_t vocab, int64_t* dst) {
+  CallerIdPtr<Id> s = src;
+  uint64_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t v = s[i];
+    dst[i] = v;
+    bad |= static_cast<uint64_t>(v) >= static_cast<uint64_t>(vocab) ? 1u : 0u;
+  }
+  return bad != 0;
+}
+}  // namespace
+
+QEMB_ID_CLONES QEMB_CALLER_MEMORY_READ bool copy_caller_ids_checked(const int64_t* src, size_t n, int64_t vocab,
+                                                                   int64_t* dst) {
+  return copy_checked(src, n, vocab, dst);
+}
+QEMB_ID_CLONES QEMB_CALLER_MEMORY_READ bool copy_caller_ids_checked(const int32_t* src, size_t n, int64_t vocab,
+                                                                   int64_t* dst) {
+  return copy_checked(src, n, vocab, dst);
+}
+
+Error overlap_error(const char* inputs) {
+  return make_error(ErrorCode::kInvalidArgument,
+                    std::string("the output buffer overlaps the ") + inputs +
+                        ": rows written there would overwrite inputs not yet read; pass an output that "
+                        "shares no memory with the inputs");
 }
 
 Status check_ids(std::span<const int64_t> ids, int64_t vocab) {
@@ -325,16 +460,21 @@ Result<std::unique_ptr<EmbeddingRuntime>> EmbeddingRuntime::from_artifact(
     if (meta.is_object()) t->metadata = meta;
     impl->tables.push_back(std::unique_ptr<EmbeddingTable>(new EmbeddingTable(std::move(t))));
   } else {
+    const GraphIndex index(graph);
+    std::unordered_map<std::string, const nlohmann::json*> listed_by_name;
+    if (listed)
+      for (const nlohmann::json& m : *listed)
+        if (m.is_object() && m.contains("name") && m["name"].is_string())
+          listed_by_name[m["name"].get<std::string>()] = &m;  // the last wins, as before
     for (const std::string& out : outputs) {
       auto t = std::make_unique<EmbeddingTable::Impl>();
-      t->own_graph = table_subgraph(graph, out);
+      t->own_graph = table_subgraph(graph, index, out);
       t->graph = &t->own_graph;
       Status planned = plan_table(*t, options);
       if (!planned.ok())
         return make_error(planned.code(), "table '" + out + "': " + planned.message());
-      if (listed)
-        for (const nlohmann::json& m : *listed)
-          if (m.is_object() && m.contains("name") && m["name"] == out) t->metadata = m;
+      auto m = listed_by_name.find(out);
+      if (m != listed_by_name.end()) t->metadata = *m->second;
       impl->tables.push_back(std::unique_ptr<EmbeddingTable>(new EmbeddingTable(std::move(t))));
     }
   }

@@ -363,6 +363,41 @@ static void check_bags(const qemb_runtime* rt, const int64_t* ids64, const int32
   bags[0].num_indices = 0;
   bags[0].format = QEMB_BAG_LENGTHS;
   CHECK(qemb_embedding_bags(bags, 1, NULL, 0, err, sizeof err) == QEMB_OK);
+  /* An output sharing memory with the ids (or offsets, or weights) is refused
+   * and nothing is written: rows would overwrite ids not yet read (this
+   * crashed). The ids are copied into the start of `got`. */
+  bags[0] = qemb_bags_default();
+  bags[0].runtime = rt;
+  bags[0].num_indices = n;
+  bags[0].boundaries = offsets;
+  bags[0].num_boundaries = 5;
+  {
+    int64_t* in_out = malloc((n + 4) * dim * sizeof(float) + n * sizeof(int64_t));
+    int64_t* in_out_ids = in_out;
+    float* out_over_ids = (float*)in_out;
+    memcpy(in_out_ids, ids64, n * sizeof *ids64);
+    bags[0].indices = in_out_ids;
+    CHECK(qemb_embedding_bags(bags, 1, out_over_ids, 4 * dim, err, sizeof err) == QEMB_INVALID_ARGUMENT);
+    CHECK_STR(err, "table 0: the output buffer overlaps the indices: rows written there would overwrite inputs not "
+                   "yet read; pass an output that shares no memory with the inputs");
+    CHECK(memcmp(in_out_ids, ids64, n * sizeof *ids64) == 0);
+    bags[0].indices = ids64;
+    for (i = 0; i < n; ++i) ((float*)in_out)[i] = 1.0f;
+    bags[0].per_sample_weights = (const float*)in_out;
+    CHECK(qemb_embedding_bags(bags, 1, (float*)in_out, 4 * dim, err, sizeof err) == QEMB_INVALID_ARGUMENT);
+    CHECK_STR(err, "table 0: the output buffer overlaps the per-sample weights: rows written there would overwrite "
+                   "inputs not yet read; pass an output that shares no memory with the inputs");
+    bags[0].per_sample_weights = NULL;
+    /* A plain lookup into its own ids: qemb_lookup_i64_u16 with out == ids. */
+    memcpy(in_out_ids, ids64, n * sizeof *ids64);
+    CHECK(qemb_lookup_i64_u16(rt, in_out_ids, n, (uint16_t*)in_out, err, sizeof err) == QEMB_INVALID_ARGUMENT);
+    CHECK_STR(err, "the output buffer overlaps the ids: rows written there would overwrite inputs not yet read; "
+                   "pass an output that shares no memory with the inputs");
+    CHECK(memcmp(in_out_ids, ids64, n * sizeof *ids64) == 0);
+    CHECK(qemb_lookup_i64_f32(rt, in_out_ids + 1, n - 1, (float*)in_out, err, sizeof err) == QEMB_INVALID_ARGUMENT);
+    CHECK(memcmp(in_out_ids, ids64, n * sizeof *ids64) == 0);
+    free(in_out);
+  }
 #undef EXPECT_BAG_ERROR
   free(rows);
   free(want);

@@ -22,6 +22,7 @@
 #include "qemb/bench.h"
 #include "core/ir.h"
 #include "qemb/compiler.h"
+#include "qemb/embedding_bag.h"
 #include "qemb/npy.h"
 #include "qemb/runtime.h"
 #include "qemb/safetensors.h"
@@ -324,6 +325,27 @@ TEST_F(BadInput, CommandLineTable) {
   const std::string embed = "model.embed_tokens.weight";
   const std::string good_entry = entry(embed, "F32", "[40,6]", 0, 960);
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  // Issue 37's folders: a checkpoint of only lm_head.weight (config.json
+  // decides whether it is the input embedding), and an index whose shard is
+  // a FIFO.
+  {
+    fs::create_directories(dir_.file("lmhead"));
+    auto table = qemb::testing::spread_table(kVocab, kDim, 9);
+    std::vector<uint8_t> bytes(table.size() * 4);
+    std::memcpy(bytes.data(), table.data(), bytes.size());
+    ASSERT_TRUE(write_safetensors(dir_.file("lmhead/model.safetensors"), {},
+                                  {{"lm_head.weight", "F32", {kVocab, kDim}, bytes}})
+                    .ok());
+    fs::create_directories(dir_.file("fifo_shard"));
+    write_file(dir_.file("fifo_shard/model.safetensors.index.json"),
+               "{\"weight_map\": {\"model.embed_tokens.weight\": \"a.safetensors\"}}");
+    ASSERT_EQ(::mkfifo(dir_.file("fifo_shard/a.safetensors").c_str(), 0600), 0);
+  }
+  std::string many_shards = "{\"weight_map\": {";
+  for (int i = 0; i <= 100000; ++i)
+    many_shards += (i ? ",\"t" : "\"t") + std::to_string(i) + "\": \"s" + std::to_string(i) + ".safetensors\"";
+  many_shards += "}}";
+  const std::string same_file = "' (-o) is the same file as the input '";
   const std::vector<CliCase> cases = {
       // -- compile: the safetensors checkpoint ------------------------------
       {"empty checkpoint", [](B) { return std::string(); }, "bad.safetensors",
@@ -972,6 +994,57 @@ TEST_F(BadInput, CommandLineTable) {
        "--scheme model.cube=16a8w: 'model.cube' is not one of the tables being compiled"},
       {"--scheme with an unknown scheme for one table", nullptr, "",
        "compile {ckpt} --scheme model.embed_tokens.weight=16a3w --qnn-sdk-version 2.48 -o {out}", "16a3w", 2},
+      // -- issue 37 ------------------------------------------------------------
+      // 11: an output that is one of the command's other inputs (same inode).
+      {"run --bags writing over its own offsets", [](B) { return npy("<i8", {3}, i64_bytes({0, 1, 2})); }, "bags.npy",
+       "run {art} --tokens 1,2 --bags {bad} -o {bad}",
+       same_file + "{bad}' (--bags); writing it would replace that input: choose another output path"},
+      {"run --bags writing over its weights", [](B) { return npy("<f4", {2}, f32_bytes({1, 1})); }, "w.npy",
+       "run {art} --tokens 1,2 --bags {dir}/../absent.npy --weights {bad} -o {bad}",
+       same_file + "{bad}' (--weights)"},
+      {"run writing over its token file", [](B) { return std::string("1 2 3\n"); }, "ids.txt",
+       "run {art} --tokens-file {bad} -o {bad}", same_file + "{bad}' (--tokens-file)"},
+      {"compile writing over its calibration tokens", [](B) { return std::string("1 2 3\n"); }, "ids.txt",
+       "compile {ckpt} --calibration-tokens {bad} -o {bad}", same_file + "{bad}' (--calibration-tokens)"},
+      {"eval report over its token file", [](B) { return std::string("1 2 3\n"); }, "ids.txt",
+       "eval {ckpt} --tokens {bad} --report {bad}",
+       "' (--report) is the same file as the input '{bad}' (--tokens)"},
+      {"compile writing over its --tensor-file", [](B) { return std::string("model.embed_tokens.weight\n"); },
+       "names.txt", "compile {ckpt} --tensor-file {bad} -o {bad}", same_file + "{bad}' (--tensor-file)"},
+      // 14: config.json decides whether lm_head.weight is the input embedding.
+      {"config.json that does not parse", [](B) { return std::string("{\"tie_word_embeddings\": fals"); },
+       "lmhead/config.json", "compile {dir}/lmhead --qnn-sdk-version 2.48 -o {out}",
+       "lmhead/config.json' is not valid JSON ("},
+      {"tie_word_embeddings as a string", [](B) { return std::string("{\"tie_word_embeddings\": \"false\"}"); },
+       "lmhead/config.json", "compile {dir}/lmhead --qnn-sdk-version 2.48 -o {out}",
+       "lmhead/config.json' gives \"tie_word_embeddings\" the value \"false\", not true or false; it decides "
+       "whether lm_head.weight is the input embedding (\"tie_word_embeddings\"): fix the file, or name the table "
+       "with --tensor"},
+      // 3: an index naming more distinct shards than any checkpoint has.
+      {"index naming 100001 distinct shards", [&](B) { return many_shards; }, "model.safetensors.index.json",
+       "compile {bad} -o {out}",
+       "\"weight_map\" names more than 100000 distinct shard files; no real checkpoint has that many"},
+      // 16: the minor ones.
+      {"--scheme twice for one table", nullptr, "",
+       "compile {ckpt} --scheme model.embed_tokens.weight=16a8w --scheme model.embed_tokens.weight=16a4w "
+       "--qnn-sdk-version 2.48 -o {out}",
+       "--scheme is given twice for 'model.embed_tokens.weight' (--scheme model.embed_tokens.weight=16a8w and "
+       "--scheme model.embed_tokens.weight=16a4w); give one value"},
+      {"--mode twice for every table", nullptr, "",
+       "compile {ckpt} --mode fused,materialize --qnn-sdk-version 2.48 -o {out}",
+       "--mode is given twice for every table (--mode fused and --mode materialize); give one value"},
+      {"shard that is a FIFO", nullptr, "", "compile {dir}/fifo_shard -o {out}",
+       "names shard 'a.safetensors', which is a FIFO, not a regular file; shards are memory-mapped"},
+      {"big-endian GGUF", gguf_with([](GgufSpec& g) { g.version = 3u << 24; }), "bad.gguf", "compile {bad} -o {out}",
+       "is big-endian (version 3 stored byte-swapped); qemb reads little-endian GGUF only"},
+#ifdef QEMB_HAVE_ONNX
+      // 9: all outputs or none.
+      {"export-onnx encodings to a full device over an existing model", nullptr, "",
+       "export-onnx {ckpt} --qnn-sdk-version 2.48 --encodings {full} -o {out}", "No space left on device"},
+      {"export-onnx encodings over its calibration tokens", [](B) { return std::string("1 2\n"); }, "ids.txt",
+       "export-onnx {ckpt} --qnn-sdk-version 2.48 --calibration-tokens {bad} --encodings {bad} -o {out}",
+       "' (--encodings) is the same file as the input '{bad}' (--calibration-tokens)"},
+#endif
   };
   ASSERT_GE(cases.size(), 30u);
 
@@ -999,7 +1072,8 @@ TEST_F(BadInput, CommandLineTable) {
       const auto r = run_command(kQemb + " " + args);
       EXPECT_EQ(r.exit_code, c.exit_code) << args << "\n" << r.out;
       EXPECT_NE(r.out.find("qemb: error: "), std::string::npos) << r.out;
-      EXPECT_NE(r.out.find(c.message), std::string::npos) << "expected: " << c.message << "\ngot: " << r.out;
+      const std::string message = replace_all(replace_all(c.message, "{bad}", bad), "{dir}", dir_.path().string());
+      EXPECT_NE(r.out.find(message), std::string::npos) << "expected: " << message << "\ngot: " << r.out;
       EXPECT_EQ(describe_changes(before, snapshot(dir_.path())), "") << args;
     }
     fs::remove(out);
@@ -1174,6 +1248,29 @@ TEST_F(BadInput, LibraryTable) {
       {"bf16 negative int32 id",
        [&] { return rt.lookup_dequantized(std::vector<int32_t>{-2}, FloatDtype::kBF16, out.data()); },
        ErrorCode::kOutOfRange, "token id -2 at position 0 is negative"},
+      // Issue 37, 1: an output sharing memory with the ids crashed.
+      {"lookup into a buffer that holds its ids",
+       [&] {
+         std::vector<uint16_t> buf(4 * kDim, 0);
+         const int64_t ids[4] = {1, 2, 3, 4};
+         std::memcpy(buf.data(), ids, sizeof ids);
+         return rt.lookup(std::span<const int64_t>(reinterpret_cast<const int64_t*>(buf.data()), 4), buf.data());
+       },
+       ErrorCode::kInvalidArgument,
+       "the output buffer overlaps the ids: rows written there would overwrite inputs not yet read; pass an output "
+       "that shares no memory with the inputs"},
+      {"pooled lookup whose weights share the output",
+       [&] {
+         std::vector<float> buf(kDim, 1.0f);
+         const std::vector<int64_t> ids = {1, 2}, offsets = {0, 2};
+         TableBags t;
+         t.table = &rt;
+         t.indices = std::span<const int64_t>(ids);
+         t.boundaries = std::span<const int64_t>(offsets);
+         t.per_sample_weights = std::span<const float>(buf.data() + 3, 2);
+         return embedding_bag(t, buf.data());
+       },
+       ErrorCode::kInvalidArgument, "table 0: the output buffer overlaps the per-sample weights"},
       {"unknown float dtype name", [] { return parse_float_dtype("fp16").status(); }, ErrorCode::kInvalidArgument,
        "unknown output dtype 'fp16': expected f32, f16 or bf16"},
       {"safetensors from no bytes", [] { return SafetensorsFile::from_bytes({}, "x.safetensors").status(); },
@@ -1278,6 +1375,164 @@ TEST_F(BadInput, LibraryTable) {
   // Failed lookups wrote nothing.
   for (uint16_t v : out) EXPECT_EQ(v, 0xBEEF);
   for (float v : out_f) EXPECT_EQ(v, -7.0f);
+}
+
+// Issue 37, 2: a mapped artifact truncated under a running command raised
+// SIGBUS, which killed qemb with "Bus error" and status 135. The command now
+// says what happened and exits 3. The bench runs for up to 30 s; the file is
+// truncated as soon as the bench has it mapped, and it exits at its next read.
+TEST_F(BadInput, ArtifactTruncatedWhileMappedIsAClearError) {
+  const auto table = qemb::testing::spread_table(4096, 64, 11);
+  std::vector<uint8_t> bytes(table.size() * 4);
+  std::memcpy(bytes.data(), table.data(), bytes.size());
+  const std::string ckpt = dir_.file("big.safetensors"), art = dir_.file("big.qemb");
+  ASSERT_TRUE(write_safetensors(ckpt, {}, {{"model.embed_tokens.weight", "F32", {4096, 64}, bytes}}).ok());
+  CompileOptions options;
+  options.qnn_sdk_version = "2.48";
+  options.mode = CompileMode::kFused;
+  ASSERT_TRUE(compile_checkpoint(ckpt, options, art).ok());
+  const auto r = run_command(
+      "(" + kQemb + " bench " + art + " --seconds 30 --cold > /dev/null & pid=$!; "
+      "for i in $(seq 1 3000); do grep -q big.qemb /proc/$pid/maps 2>/dev/null && break; sleep 0.01; done; "
+      "truncate -s 0 " + art + "; wait $pid; echo \"exit $?\")");
+  EXPECT_NE(r.out.find("qemb: error: a memory-mapped input file (an artifact or checkpoint) was truncated or "
+                       "rewritten in place while qemb read it (SIGBUS); do not modify files qemb is reading: write "
+                       "a new file and rename it over the old one\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("exit 3\n"), std::string::npos) << r.out;
+}
+
+// Issue 37, 10: fakequant of a checkpoint folder followed links to folders
+// ("lnk -> ." nested copies, "lnk -> .." copied the output into itself) and
+// dropped FIFOs silently. Links to folders are not followed, what is skipped
+// is named, and a link to a file (a Hugging Face cache) is copied as the file.
+TEST_F(BadInput, FakequantOfAFolderFollowsNoFolderLinks) {
+  const fs::path src = dir_.file("ckpt");
+  fs::create_directories(src / "sub");
+  fs::copy_file(ckpt_, src / "model.safetensors");
+  write_file((src / "tokenizer.json").string(), "{}");
+  write_file((src / "sub" / "notes.txt").string(), "kept");
+  write_file(dir_.file("outside.txt"), "a linked file");
+  fs::create_symlink(".", src / "self");
+  fs::create_symlink("..", src / "parent");
+  fs::create_symlink(dir_.file("outside.txt"), src / "linked.txt");
+  ASSERT_EQ(::mkfifo((src / "pipe").c_str(), 0600), 0);
+  const std::string out = dir_.file("fq");
+  const auto r = run_command(kQemb + " fakequant " + src.string() + " --scheme 16a8w --qnn-sdk-version 2.48 -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("qemb: warning: skipped parent (a link to a folder, not followed)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("qemb: warning: skipped self (a link to a folder, not followed)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("qemb: warning: skipped pipe (a FIFO)\n"), std::string::npos) << r.out;
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(out)) files.push_back(fs::relative(e.path(), out).string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"linked.txt", "model.safetensors", "sub", "sub/notes.txt", "tokenizer.json"}));
+  EXPECT_EQ(qemb::testing::read_text(out + "/linked.txt"), "a linked file");
+  EXPECT_FALSE(fs::is_symlink(out + "/linked.txt"));
+}
+
+// Issue 37, 12: --json printed bare inf/-inf for f16 rows past 65504, which
+// is not JSON; they are the strings "Infinity" and "-Infinity".
+TEST_F(BadInput, JsonRowsHoldNoBareInfinity) {
+  std::vector<float> table(kVocab * kDim);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = (i % 2 ? -1.0f : 1.0f) * 100000.0f * static_cast<float>(1 + i % 3);
+  std::vector<uint8_t> bytes(table.size() * 4);
+  std::memcpy(bytes.data(), table.data(), bytes.size());
+  const std::string ckpt = dir_.file("wide.safetensors"), art = dir_.file("wide.qemb");
+  ASSERT_TRUE(write_safetensors(ckpt, {}, {{"model.embed_tokens.weight", "F32", {kVocab, kDim}, bytes}}).ok());
+  CompileOptions options;
+  options.qnn_sdk_version = "2.48";
+  ASSERT_TRUE(compile_checkpoint(ckpt, options, art).ok());
+  const auto r = run_command(kQemb + " run " + art + " --tokens 0,1 --dequantize --out-dtype f16 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.find("inf,"), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);  // throws (fails the test) if not JSON
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0][0], "Infinity");
+  EXPECT_EQ(j[0][1], "-Infinity");
+}
+
+// Issue 37, 13: a shard may be a symbolic link to a file anywhere (a Hugging
+// Face cache links its snapshot into blobs/); a name with ".." is refused.
+TEST_F(BadInput, ShardsMayBeLinksOutOfTheFolderButNotDotDotNames) {
+  fs::create_directories(dir_.file("blobs"));
+  fs::create_directories(dir_.file("snapshot"));
+  fs::copy_file(ckpt_, dir_.file("blobs/1234abcd"));
+  fs::create_symlink(dir_.file("blobs/1234abcd"), dir_.file("snapshot/model-00001.safetensors"));
+  write_file(dir_.file("snapshot/model.safetensors.index.json"),
+             "{\"weight_map\": {\"model.embed_tokens.weight\": \"model-00001.safetensors\", "
+             "\"model.cube\": \"model-00001.safetensors\"}}");
+  auto r = run_command(kQemb + " compile " + dir_.file("snapshot") + " --qnn-sdk-version 2.48 -o " + dir_.file("s.qemb"));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  write_file(dir_.file("snapshot/model.safetensors.index.json"),
+             "{\"weight_map\": {\"model.embed_tokens.weight\": \"../blobs/1234abcd\"}}");
+  r = run_command(kQemb + " compile " + dir_.file("snapshot") + " --qnn-sdk-version 2.48 -o " + dir_.file("t.qemb"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("\"weight_map\" places 'model.embed_tokens.weight' in '../blobs/1234abcd'; shards must be "
+                       "named inside the index's folder"),
+            std::string::npos)
+      << r.out;
+}
+
+// Issue 37, 16: tensor names holding ',' or '=' can be selected with
+// --tensor-file, and given a per-table value (split at the last '=').
+TEST_F(BadInput, TensorNamesWithCommaAndEquals) {
+  auto table = qemb::testing::spread_table(kVocab, kDim, 5);
+  std::vector<uint8_t> bytes(table.size() * 4);
+  std::memcpy(bytes.data(), table.data(), bytes.size());
+  const std::string ckpt = dir_.file("odd.safetensors");
+  ASSERT_TRUE(write_safetensors(ckpt, {}, {{"emb,a=1", "F32", {kVocab, kDim}, bytes}, {"plain", "F32", {kVocab, kDim}, bytes}})
+                  .ok());
+  write_file(dir_.file("names.txt"), "emb,a=1\nplain\n");
+  const auto r = run_command(kQemb + " compile " + ckpt + " --tensor-file " + dir_.file("names.txt") +
+                             " --scheme 'emb,a=1=16a8w' --qnn-sdk-version 2.48 -o " + dir_.file("odd.qemb"));
+  // The ',' in --scheme still splits the list: that name's scheme is given
+  // through the general value instead.
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  const auto ok = run_command(kQemb + " compile " + ckpt + " --tensor-file " + dir_.file("names.txt") +
+                              " --scheme plain=16a8w --qnn-sdk-version 2.48 -o " + dir_.file("odd.qemb"));
+  ASSERT_EQ(ok.exit_code, 0) << ok.out;
+  EXPECT_NE(ok.out.find("table:   emb,a=1\n"), std::string::npos) << ok.out;
+  auto rt = EmbeddingRuntime::load(dir_.file("odd.qemb"));
+  ASSERT_TRUE(rt.ok());
+  EXPECT_EQ((*rt)->table_names(), (std::vector<std::string>{"emb,a=1", "plain"}));
+  EXPECT_EQ((*rt)->table(1).metadata()["scheme"], "16a8w");
+  EXPECT_EQ((*rt)->table(0).metadata()["scheme"], "16a4w");
+}
+
+// Issue 37, 6: `run --bags` allocated the whole [B, sum D] output at once
+// (300k empty bags on D=4096: bad_alloc); it is pooled and written 16 MiB at
+// a time. 750000 bags of D=6 float32 are 18 MB: two pieces, with bags on
+// both sides of the seam.
+TEST_F(BadInput, PooledOutputIsWrittenInPieces) {
+  constexpr int32_t kBags = 750000;
+  std::vector<int32_t> lengths(kBags, 0);
+  lengths[0] = lengths[700000] = lengths[kBags - 1] = 1;
+  std::vector<uint8_t> bytes(lengths.size() * 4);
+  std::memcpy(bytes.data(), lengths.data(), bytes.size());
+  write_file(dir_.file("lengths.npy"), npy("<i4", {kBags}, bytes));
+  const std::string out = dir_.file("pooled.npy");
+  auto r = run_command(kQemb + " run " + art_ + " --tokens 3,5,7 --bags " + dir_.file("lengths.npy") +
+                       " --bag-format lengths -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto pooled = read_npy(out);
+  ASSERT_TRUE(pooled.ok()) << pooled.error().message;
+  EXPECT_EQ(pooled->dtype, "<f4");
+  EXPECT_EQ(pooled->shape, (std::vector<int64_t>{kBags, kDim}));
+  auto rt = EmbeddingRuntime::load(art_);
+  ASSERT_TRUE(rt.ok());
+  std::vector<float> rows(3 * kDim);
+  ASSERT_TRUE((*rt)->lookup_dequantized(std::vector<int64_t>{3, 5, 7}, rows.data()).ok());
+  const auto* got = reinterpret_cast<const float*>(pooled->data.data());
+  const int64_t at[3] = {0, 700000, kBags - 1};
+  for (int k = 0; k < 3; ++k)
+    for (int64_t j = 0; j < kDim; ++j) EXPECT_EQ(got[at[k] * kDim + j], rows[k * kDim + j]) << at[k] << "," << j;
+  size_t nonzero = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(kBags) * kDim; ++i) nonzero += got[i] != 0.0f;
+  size_t nonzero_rows = 0;
+  for (float v : rows) nonzero_rows += v != 0.0f;
+  EXPECT_EQ(nonzero, nonzero_rows);
 }
 
 }  // namespace

@@ -144,6 +144,30 @@ TEST(OnnxExport, ExportErrorsSayWhatToChange) {
   EXPECT_TRUE(onnx_model_bytes(folded_only, opts(21, true)).ok());
 }
 
+// Issue 37, 5: the encodings held about 1.7 KB a row as JSON objects
+// (bad_alloc on a 4M-row table); they are streamed, and the text is exactly
+// what dump(2) of the whole object gives, for every pattern and form.
+TEST(OnnxExport, StreamedEncodingsEqualTheWholeDump) {
+  const std::vector<float> table = qemb::testing::spread_table(kRows, kDim, 5);
+  for (Pattern p : {Pattern::kOptimized, Pattern::kLegacy}) {
+    for (bool folded : {false, true}) {
+      if (folded && p == Pattern::kLegacy) continue;
+      const QuantizedEmbedding e = compiled(Scheme::k16a4w, p, table);
+      OnnxExportOptions o;
+      o.folded = folded;
+      std::string streamed;
+      size_t pieces = 0;
+      ASSERT_TRUE(write_onnx_encodings(e, o, [&](std::string_view piece) {
+                    streamed += piece;
+                    ++pieces;
+                    return Status::Ok();
+                  }).ok());
+      EXPECT_EQ(streamed, onnx_encodings(e, o).dump(2) + "\n");
+      EXPECT_EQ(pieces, folded ? 1u : 3u);  // what comes before the list, the list, what follows
+    }
+  }
+}
+
 TEST(OnnxExport, EncodingsAreAimetFormat) {
   const std::vector<float> table = qemb::testing::spread_table(kRows, kDim, 5);
   for (Pattern p : {Pattern::kOptimized, Pattern::kLegacy}) {

@@ -140,7 +140,7 @@ TEST(Checkpoint, BadIndexes) {
   write_text_file(index, "{\"weight_map\": {\"a\": 3}}");
   expect_error(Checkpoint::open(index).status(), ErrorCode::kParseError, "entry 'a' is not a file name string");
   write_text_file(index, "{\"weight_map\": {\"a\": \"../outside.safetensors\"}}");
-  expect_error(Checkpoint::open(index).status(), ErrorCode::kParseError, "shards must be files inside");
+  expect_error(Checkpoint::open(index).status(), ErrorCode::kParseError, "shards must be named inside the index's folder");
   write_text_file(index, "{\"weight_map\": {}}");
   expect_error(Checkpoint::open(index).status(), ErrorCode::kParseError, "\"weight_map\" is empty");
   write_text_file(index, "{\"weight_map\": {\"a\": \"x.safetensors\", \"a\": \"y.safetensors\"}}");

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -163,6 +164,46 @@ TEST(ReadTokenFile, NpyNonIntegerOrTooLarge) {
   // A file with the magic but a broken header is an .npy error, not a text one.
   write_text(dir + "/broken.npy", std::string("\x93NUMPY\x01\x00\x05\x00{'a'", 14));
   expect_error(read_token_file(dir + "/broken.npy"), ErrorCode::kParseError, ".npy file");
+}
+
+// Issue 37, 7: `run --tokens-file ids.npy` held about 32 bytes an id. A
+// TokenStream reads a regular-file .npy through its mapping, a piece at a
+// time, and gives exactly what read_token_batch gives; other inputs are read
+// whole, with read_token_batch's checks and messages.
+TEST(TokenStream, ReadsWhatReadTokenBatchReadsInPieces) {
+  const std::string dir = test_dir();
+  ASSERT_TRUE(write_npy(dir + "/i4.npy", "<i4", {2, 3}, le_bytes<int32_t>({1, -2, 3, 2147483647, 5, 6})).ok());
+  ASSERT_TRUE(write_npy(dir + "/big.npy", ">i4", {2}, std::vector<uint8_t>{0, 0, 1, 2, 0xFF, 0xFF, 0xFF, 0xFE}).ok());
+  ASSERT_TRUE(write_npy(dir + "/u1.npy", "|u1", {3}, std::vector<uint8_t>{200, 3, 0}).ok());
+  ASSERT_TRUE(write_npy(dir + "/one.npy", "<i8", {}, le_bytes<int64_t>({9})).ok());
+  write_text(dir + "/ids.txt", "4, 5\n6 # comment\n");
+  for (const char* name : {"i4.npy", "big.npy", "u1.npy", "one.npy", "ids.txt"}) {
+    SCOPED_TRACE(name);
+    auto whole = read_token_batch(dir + "/" + name);
+    auto stream = TokenStream::open(dir + "/" + name);
+    ASSERT_TRUE(whole.ok() && stream.ok());
+    EXPECT_EQ((*stream)->shape(), whole->shape);
+    ASSERT_EQ((*stream)->size(), whole->ids.size());
+    std::vector<int64_t> got((*stream)->size());
+    for (size_t first = 0; first < got.size(); first += 2) {  // in pieces of 2
+      const size_t count = std::min<size_t>(2, got.size() - first);
+      ASSERT_TRUE((*stream)->read(first, count, got.data() + first).ok());
+    }
+    EXPECT_EQ(got, whole->ids);
+  }
+  ASSERT_TRUE(write_npy(dir + "/u8.npy", "<u8", {3}, le_bytes<uint64_t>({1, 2, 1ull << 63})).ok());
+  auto u8 = TokenStream::open(dir + "/u8.npy");
+  ASSERT_TRUE(u8.ok());
+  int64_t two[2];
+  EXPECT_TRUE((*u8)->read(0, 2, two).ok());
+  const Status s = (*u8)->read(1, 2, two);
+  EXPECT_EQ(s.code(), ErrorCode::kOutOfRange);
+  EXPECT_EQ(s.message(), "token file '" + dir + "/u8.npy': id 9223372036854775808 at position 2 does not fit in a "
+                         "64-bit signed integer");
+  ASSERT_TRUE(write_npy(dir + "/f.npy", "<f4", {1}, std::vector<uint8_t>(4)).ok());
+  auto f = TokenStream::open(dir + "/f.npy");
+  ASSERT_FALSE(f.ok());
+  EXPECT_THAT(f.error().message, HasSubstr("holds dtype '<f4'; token ids must be integers"));
 }
 
 // Lookups come out as the ids' shape + [dim]: the batch keeps its shape.
