@@ -405,6 +405,27 @@ TEST_F(BadInput, CommandLineTable) {
        "holds no model.safetensors.index.json, .safetensors or .gguf file"},
       {"compile output equal to the input", nullptr, "", "compile {ckpt} -o {ckpt}",
        "is the input checkpoint; choose another path"},
+      // -- what the deployed pattern costs (collapsed rows), wrong kinds of file --
+      {"compile with a negative --max-collapsed-rows", nullptr, "",
+       "compile {ckpt} --qnn-sdk-version 2.37 --max-collapsed-rows -1 -o {out}", "--max-collapsed-rows", 2},
+      {"compile with both collapse limits", nullptr, "",
+       "compile {ckpt} --qnn-sdk-version 2.37 --fail-on-collapse --max-collapsed-rows 3 -o {out}",
+       "--fail-on-collapse excludes --max-collapsed-rows", 2},
+      {"compile refusing collapsed rows", nullptr, "",
+       "compile {ckpt} --qnn-sdk-version 2.37 --fail-on-collapse -o {out}",
+       "the legacy pattern collapses 30 of 40 rows (75.00%) of this 16a4w table to a constant (their scales are "
+       "under 1/(2 qmax) of the largest); target QNN SDK >= 2.48 (--qnn-sdk-version 2.48) for the optimized "
+       "pattern, which loses none, or use 16a8w, which collapses fewer, more than --max-collapsed-rows 0; nothing "
+       "was written"},
+      {"eval with a collapse limit over 100%", nullptr, "", "eval {ckpt} --max-collapsed-pct 101",
+       "--max-collapsed-pct", 2},
+      {"eval with an SQNR floor that is no number", nullptr, "", "eval {ckpt} --min-sqnr loud", "--min-sqnr", 2},
+      {"a checkpoint given to run", nullptr, "", "run {ckpt} --tokens 1 -o {out}",
+       "not a qemb artifact but a safetensors checkpoint; run, inspect and bench read a compiled artifact: compile "
+       "it first"},
+      {"an artifact given to compile", nullptr, "", "compile {art} -o {out}",
+       "is a qemb artifact, not a checkpoint: compile, eval and fakequant read the float checkpoint it was compiled "
+       "from"},
       {"calibration token past the end", [](B) { return std::string("1, 2\n40\n"); }, "calib.txt",
        "compile {ckpt} --calibration-tokens {bad} --qnn-sdk-version 2.48 -o {out}",
        "calibration token 40 at position 2 is outside the table's rows [0, 40)"},
