@@ -43,6 +43,8 @@ std::FILE* summary_stream(const std::string& output);
 // whose value lies in [lo, hi]. A sign, a fraction or a value past 64 bits is a
 // parse error (CLI::ValidationError), never wrapped or clamped into range.
 CLI::Validator count_rule(uint64_t lo, uint64_t hi);
+// Bytes: digits, or digits and a unit (256MiB, 1GiB, 500MB), rewritten to digits.
+CLI::Validator size_rule(uint64_t hi);
 inline constexpr uint64_t kMaxCount = std::numeric_limits<int64_t>::max();  // sizes in bytes, row counts
 inline constexpr uint64_t kMaxThreads = 1 << 16;  // the library caps at a multiple of the cores
 inline constexpr uint64_t kMaxBenchBatch = 1 << 24;

@@ -156,8 +156,8 @@ void add_compile_command(CLI::App& app, Action& run) {
            ->capture_default_str()
            ->check(per_table(parse_compile_mode)));
   cmd->add_option("--memory-budget", f->memory_budget,
-                  "auto mode: fuse when the uint16 table would exceed this many bytes")
-      ->check(count_rule(0, kMaxCount))
+                  "auto mode: fuse when the uint16 table would exceed this many bytes (256MiB, 1GiB, ...)")
+      ->transform(size_rule(kMaxCount))
       ->capture_default_str();
   CLI::Option* name_opt =
       cmd->add_option("--name", f->name, "node name N of the lowered ops (one table; several are named by their tensor)")

@@ -46,6 +46,38 @@ CLI::Validator count_rule(uint64_t lo, uint64_t hi) {
       "INT in " + range);
 }
 
+CLI::Validator size_rule(uint64_t hi) {
+  const CLI::Validator plain = count_rule(0, hi);
+  return CLI::Validator(
+      [plain, hi](std::string& text) -> std::string {
+        // A byte count, or one with a unit: KiB MiB GiB TiB (and K M G T) are
+        // powers of 1024, kB KB MB GB TB powers of 1000. Rewritten to digits.
+        static const struct { const char* unit; uint64_t bytes; } kUnits[] = {
+            {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
+            {"K", 1ull << 10},   {"M", 1ull << 20},   {"G", 1ull << 30},   {"T", 1ull << 40},
+            {"kB", 1000ull},     {"KB", 1000ull},     {"MB", 1000000ull},  {"GB", 1000000000ull},
+            {"TB", 1000000000000ull}};
+        const size_t digits = text.find_first_not_of("0123456789");
+        if (digits == std::string::npos || digits == 0) {
+          std::string copy = text;
+          return plain(copy);
+        }
+        const std::string number = text.substr(0, digits), unit = text.substr(digits);
+        for (const auto& u : kUnits) {
+          if (unit != u.unit) continue;
+          uint64_t value = 0;
+          const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+          if (ec != std::errc() || end != number.data() + number.size() || value > hi / u.bytes)
+            return "'" + text + "' is too large; the most is " + std::to_string(hi) + " bytes";
+          text = std::to_string(value * u.bytes);
+          return std::string();
+        }
+        return "'" + text + "' is not a size: give bytes (268435456) or a whole number with a unit (256MiB; "
+               "KiB MiB GiB TiB or K M G T are powers of 1024, kB MB GB TB powers of 1000)";
+      },
+      "BYTES (256MiB, 1GiB, ...)");
+}
+
 CLI::Validator seconds_rule(double hi) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", hi);
