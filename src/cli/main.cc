@@ -1,10 +1,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "cli/cli.h"
 #include "cli/option_names.h"
@@ -38,6 +40,42 @@ void catch_sigbus() {
   ::sigaction(SIGBUS, &sa, nullptr);
 }
 
+// The known name closest to `wanted` by edit distance, if it is close
+// enough to be a typo (at most a third of its length, and at most 3); else "".
+std::string closest(const std::string& wanted, const std::vector<std::string>& names) {
+  std::string best;
+  size_t best_d = std::min<size_t>(3, std::max<size_t>(1, wanted.size() / 3)) + 1;
+  for (const std::string& n : names) {
+    const size_t d = qemb::edit_distance(wanted, n);
+    if (d < best_d) {
+      best_d = d;
+      best = n;
+    }
+  }
+  return best;
+}
+
+// "; did you mean --memory-budget?" for the first unknown flag given to the
+// command being parsed, when one of its flags is a likely typo of it.
+std::string did_you_mean(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* cmd = nullptr;
+  for (const CLI::App* c : app.get_subcommands()) cmd = c;
+  if (cmd == nullptr) return "";
+  std::vector<std::string> flags;
+  for (const CLI::Option* o : cmd->get_options())
+    for (const std::string& l : o->get_lnames()) flags.push_back("--" + l);
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0) continue;
+    const std::string flag = arg.substr(0, arg.find('='));
+    if (std::find(flags.begin(), flags.end(), flag) != flags.end()) continue;
+    const std::string near = closest(flag, flags);
+    if (!near.empty()) return "; did you mean " + near + "?";
+    return "";
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -56,13 +94,18 @@ int main(int argc, char** argv) {
   if (argc > 1 && argv[1][0] != '-') {
     // CLI11 would only say that a command is required.
     std::string names;
+    std::vector<std::string> list;
     bool known = false;
     for (const CLI::App* cmd : app.get_subcommands([](const CLI::App*) { return true; })) {
       known = known || cmd->get_name() == argv[1];
       names += (names.empty() ? "" : ", ") + cmd->get_name();
+      list.push_back(cmd->get_name());
     }
     if (!known) {
-      std::fprintf(stderr, "qemb: error: unknown command '%s'; the commands are %s\n", argv[1], names.c_str());
+      const std::string near = closest(argv[1], list);
+      std::fprintf(stderr, "qemb: error: unknown command '%s'%s; the commands are %s\n",
+                   qemb::escape_control(argv[1]).c_str(),
+                   near.empty() ? "" : ("; did you mean '" + near + "'?").c_str(), names.c_str());
       return qemb::cli::kExitUsage;
     }
   }
@@ -73,8 +116,9 @@ int main(int argc, char** argv) {
     // every other parse error (unknown flag, missing value, a value a check
     // refused) is a usage error, whatever CLI11's own code for it.
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
-    std::fprintf(stderr, "qemb: error: %s\nRun 'qemb --help' or 'qemb COMMAND --help' for usage.\n",
-                 qemb::escape_control(e.what()).c_str());
+    const std::string hint = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr ? did_you_mean(app, argc, argv) : "";
+    std::fprintf(stderr, "qemb: error: %s%s\nRun 'qemb --help' or 'qemb COMMAND --help' for usage.\n",
+                 qemb::escape_control(e.what()).c_str(), qemb::escape_control(hint).c_str());
     return qemb::cli::kExitUsage;
   }
   qemb::Status status;

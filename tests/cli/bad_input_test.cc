@@ -822,7 +822,12 @@ TEST_F(BadInput, CommandLineTable) {
       // -- usage errors: exit 2, whatever CLI11's own code -------------------
       {"no command", nullptr, "", "", "A subcommand is required", 2},
       {"unknown command", nullptr, "", "compiel {ckpt} -o {out}",
-       "unknown command 'compiel'; the commands are compile, run, inspect, bench, eval, fakequant, export-onnx", 2},
+       "unknown command 'compiel'; did you mean 'compile'?; the commands are compile, run, inspect, bench, eval, "
+       "fakequant, export-onnx", 2},
+      {"a mistyped flag", nullptr, "", "compile {ckpt} --memroy-budget 1 -o {out}",
+       "--memroy-budget; did you mean --memory-budget?\nRun 'qemb --help' or 'qemb COMMAND --help' for usage.", 2},
+      {"an unknown flag near none", nullptr, "", "run {art} --tokens 1 --frobnicate -o {out}",
+       "--frobnicate\nRun 'qemb --help'", 2},
       {"unknown flag", nullptr, "", "compile {ckpt} --bogus -o {out}",
        "The following argument was not expected: --bogus", 2},
       {"missing checkpoint argument", nullptr, "", "compile -o {out}", "checkpoint is required", 2},
