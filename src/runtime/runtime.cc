@@ -391,8 +391,11 @@ bool byte_ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_
 #endif
 
 namespace {
+// Reads memory the caller may be rewriting (deliberately unsynchronized, see
+// runtime_impl.h), so it carries the same attribute as its callers: GCC does
+// not extend a caller's no_sanitize to an inlined callee.
 template <typename Id>
-inline bool copy_checked(const Id* src, size_t n, int64_t vocab, int64_t* dst) {
+QEMB_CALLER_MEMORY_READ inline bool copy_checked(const Id* src, size_t n, int64_t vocab, int64_t* dst) {
   CallerIdPtr<Id> s = src;
   uint64_t bad = 0;
   for (size_t i = 0; i < n; ++i) {
