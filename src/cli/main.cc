@@ -91,6 +91,20 @@ int main(int argc, char** argv) {
   qemb::cli::add_eval_command(app, run);
   qemb::cli::add_fakequant_command(app, run);
   qemb::cli::add_export_onnx_command(app, run);
+  // One example a command, shown at the end of its --help.
+  static const struct { const char* command; const char* example; } kExamples[] = {
+      {"compile", "qemb compile model.safetensors --scheme 16a4w --qnn-sdk-version 2.48 -o model.qemb"},
+      {"run", "qemb run model.qemb --tokens 1,2,3 --dequantize -o rows.npy"},
+      {"inspect", "qemb inspect model.qemb --json"},
+      {"bench", "qemb bench model.qemb --cold --seconds 2"},
+      {"eval", "qemb eval model.safetensors --scheme all --qnn-sdk-version 2.48 --report report.html"},
+      {"fakequant", "qemb fakequant checkpoint_folder --scheme 16a4w --qnn-sdk-version 2.48 -o quantized_folder"},
+      {"export-onnx",
+       "qemb export-onnx model.safetensors --qnn-sdk-version 2.48 --encodings model.encodings.json -o model.onnx"},
+  };
+  for (const auto& e : kExamples)
+    app.get_subcommand(e.command)->footer(std::string("\nExample:\n  ") + e.example +
+                                          "\n\nEvery flag: docs/cli.md in qemb's source tree.");
   if (argc > 1 && argv[1][0] != '-') {
     // CLI11 would only say that a command is required.
     std::string names;
