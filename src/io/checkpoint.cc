@@ -438,6 +438,31 @@ Result<std::string> Checkpoint::file_of(const std::string& name) const {
   return file;
 }
 
+namespace {
+// A shard (safetensors or torch.save) must hold exactly what the index places
+// in it: every tensor the index puts there, and no tensor it lists elsewhere
+// or not at all.
+template <typename File>
+Status check_shard_agrees(const Checkpoint::State& s, const std::string& shard, const File& f) {
+  for (const auto& [tensor, where] : s.weight_map)
+    if (where == shard && f.find(tensor) == nullptr)
+      return make_error(ErrorCode::kParseError, "index " + in_quotes(s.index_path) + " places tensor " +
+                                                    in_quotes(tensor) + " in shard " + in_quotes(shard) +
+                                                    ", but that shard does not hold it; the index and its shards "
+                                                    "disagree (re-download the checkpoint)");
+  for (const auto& t : f.tensors()) {
+    auto it = s.shard_of.find(t.name);
+    if (it == s.shard_of.end() || it->second != shard)
+      return make_error(ErrorCode::kParseError,
+                        "shard " + in_quotes(shard) + " holds tensor " + in_quotes(t.name) + ", which index " +
+                            in_quotes(s.index_path) +
+                            (it == s.shard_of.end() ? " does not list" : " places in " + in_quotes(it->second)) +
+                            "; the index and its shards disagree");
+  }
+  return Status::Ok();
+}
+}  // namespace
+
 Result<std::shared_ptr<const SafetensorsFile>> Checkpoint::safetensors_of(const std::string& name) const {
   if (s_->format == CheckpointFormat::kGguf)
     return make_error(ErrorCode::kUnsupported, in_quotes(s_->file) + " is a GGUF file, not safetensors");
@@ -451,24 +476,7 @@ Result<std::shared_ptr<const SafetensorsFile>> Checkpoint::safetensors_of(const 
   if (auto it = s_->mapped.find(shard); it != s_->mapped.end()) return it->second;
   const std::string shard_path = s_->shard_path(shard);
   QEMB_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::open(shard_path));
-  // The shard must hold exactly what the index places in it.
-  for (const auto& [tensor, where] : s_->weight_map)
-    if (where == shard && f.find(tensor) == nullptr)
-      return make_error(ErrorCode::kParseError, "index " + in_quotes(s_->index_path) + " places tensor " +
-                                                    in_quotes(tensor) + " in shard " + in_quotes(shard) +
-                                                    ", but that shard does not hold it; the index and its shards "
-                                                    "disagree (re-download the checkpoint)");
-  for (const SafetensorsTensor& t : f.tensors()) {
-    auto it = s_->shard_of.find(t.name);
-    if (it == s_->shard_of.end())
-      return make_error(ErrorCode::kParseError, "shard " + in_quotes(shard) + " holds tensor " + in_quotes(t.name) +
-                                                    ", which index " + in_quotes(s_->index_path) +
-                                                    " does not list; the index and its shards disagree");
-    if (it->second != shard)
-      return make_error(ErrorCode::kParseError, "shard " + in_quotes(shard) + " holds tensor " + in_quotes(t.name) +
-                                                    ", which index " + in_quotes(s_->index_path) + " places in " +
-                                                    in_quotes(it->second) + "; the index and its shards disagree");
-  }
+  QEMB_RETURN_IF_ERROR(check_shard_agrees(*s_, shard, f));
   auto shared = std::make_shared<const SafetensorsFile>(std::move(f));
   s_->mapped.emplace(shard, shared);
   return shared;
@@ -495,22 +503,7 @@ Result<std::shared_ptr<const TensorFile>> Checkpoint::tensor_file_of(const std::
                                                     " of index " + in_quotes(s_->index_path) +
                                                     " is not a torch.save checkpoint");
     QEMB_ASSIGN_OR_RETURN(TensorFile f, TensorFile::open(shard_path, kind));
-    // The shard must hold exactly what the index places in it.
-    for (const auto& [tensor, where] : s_->weight_map)
-      if (where == shard && f.find(tensor) == nullptr)
-        return make_error(ErrorCode::kParseError, "index " + in_quotes(s_->index_path) + " places tensor " +
-                                                      in_quotes(tensor) + " in shard " + in_quotes(shard) +
-                                                      ", but that shard does not hold it; the index and its shards "
-                                                      "disagree (re-download the checkpoint)");
-    for (const FileTensor& t : f.tensors()) {
-      auto it = s_->shard_of.find(t.name);
-      if (it == s_->shard_of.end() || it->second != shard)
-        return make_error(ErrorCode::kParseError,
-                          "shard " + in_quotes(shard) + " holds tensor " + in_quotes(t.name) + ", which index " +
-                              in_quotes(s_->index_path) +
-                              (it == s_->shard_of.end() ? " does not list" : " places in " + in_quotes(it->second)) +
-                              "; the index and its shards disagree");
-    }
+    QEMB_RETURN_IF_ERROR(check_shard_agrees(*s_, shard, f));
     auto shared = std::make_shared<const TensorFile>(std::move(f));
     s_->tensor_files.emplace(shard, shared);
     return shared;
