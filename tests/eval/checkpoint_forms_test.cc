@@ -15,6 +15,7 @@
 #include "qemb/half.h"
 #include "qemb/runtime.h"
 #include "support/checkpoints.h"
+#include "support/runtime_rows.h"
 #include "support/temp_dir.h"
 
 namespace qemb {
@@ -23,17 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using namespace qemb::testing;
-
-std::vector<float> lookup_all(const std::string& artifact) {
-  auto rt = EmbeddingRuntime::load(artifact);
-  EXPECT_TRUE(rt.ok()) << rt.error().to_string();
-  if (!rt.ok()) return {};
-  std::vector<int64_t> ids(static_cast<size_t>((*rt)->vocab_size()));
-  std::iota(ids.begin(), ids.end(), 0);
-  std::vector<float> out(ids.size() * static_cast<size_t>((*rt)->dim()));
-  EXPECT_TRUE((*rt)->lookup_dequantized(ids, out.data()).ok());
-  return out;
-}
 
 std::vector<std::string> files_under(const std::string& folder) {
   std::vector<std::string> names;

@@ -16,6 +16,7 @@
 #include "qemb/npy.h"
 #include "qemb/runtime.h"
 #include "support/checkpoints.h"
+#include "support/runtime_rows.h"
 #include "support/torch_files.h"
 
 namespace qemb {
@@ -24,17 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using namespace qemb::testing;
-
-std::vector<float> lookup_all(const std::string& artifact) {
-  auto rt = EmbeddingRuntime::load(artifact);
-  EXPECT_TRUE(rt.ok()) << rt.error().to_string();
-  if (!rt.ok()) return {};
-  std::vector<int64_t> ids(static_cast<size_t>((*rt)->vocab_size()));
-  std::iota(ids.begin(), ids.end(), 0);
-  std::vector<float> out(ids.size() * static_cast<size_t>((*rt)->dim()));
-  EXPECT_TRUE((*rt)->lookup_dequantized(ids, out.data()).ok());
-  return out;
-}
 
 std::string bytes_of(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 
