@@ -1,9 +1,6 @@
 #include "core/file_kind.h"
 
-#include <sys/stat.h>
-
 #include <cstring>
-#include <fstream>
 
 namespace qemb {
 
@@ -21,15 +18,6 @@ FileKind file_kind_of(const uint8_t* d, size_t n) {
     if (len >= 2 && len < (100ull << 20) && d[8] == '{') return FileKind::kSafetensors;
   }
   return FileKind::kUnknown;
-}
-
-FileKind file_kind_of(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return FileKind::kUnknown;
-  std::ifstream in(path, std::ios::binary);
-  uint8_t head[16] = {};
-  in.read(reinterpret_cast<char*>(head), sizeof head);
-  return file_kind_of(head, static_cast<size_t>(in.gcount()));
 }
 
 std::string describe(FileKind kind) {

@@ -20,10 +20,8 @@ enum class FileKind {
   kNpy,            // "\x93NUMPY"
 };
 
+// From a file's first bytes (16 are enough).
 FileKind file_kind_of(const uint8_t* data, size_t size);
-// The first bytes of `path` (a regular file) looked at; kUnknown when it
-// cannot be read.
-FileKind file_kind_of(const std::string& path);
 // "a safetensors checkpoint", "a qemb artifact", ...; empty for kUnknown.
 std::string describe(FileKind kind);
 // "'PATH' is a qemb artifact, not a checkpoint: compile, eval and fakequant

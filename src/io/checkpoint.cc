@@ -212,6 +212,9 @@ Result<bool> sniff_lone_file(Checkpoint::State& s) {
   std::ifstream in(s.file, std::ios::binary);
   in.read(reinterpret_cast<char*>(head), sizeof head);
   const size_t got = static_cast<size_t>(in.gcount());
+  // An artifact given where a checkpoint belongs: say which command reads it.
+  if (file_kind_of(head, got) == FileKind::kArtifact)
+    return make_error(ErrorCode::kInvalidArgument, checkpoint_instead_hint(s.file));
   TensorFileKind kind;
   if (sniff_tensor_file(head, got, s.file, &kind)) {
     s.lone_kind = kind;
@@ -338,9 +341,6 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
       s->format = CheckpointFormat::kShardedPytorch;
   } else {
     s->file = path;
-    // An artifact given where a checkpoint belongs: say which command reads it.
-    if (fs::is_regular_file(st) && file_kind_of(path) == FileKind::kArtifact)
-      return make_error(ErrorCode::kInvalidArgument, checkpoint_instead_hint(path));
     // A PyTorch or NumPy file by its magic (then s->format says which).
     bool tensor_file = false;
     if (fs::is_regular_file(st) && !ends_with(path, ".gguf") && !ends_with(path, ".safetensors")) {
