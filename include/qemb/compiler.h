@@ -80,10 +80,10 @@ struct TableSource {
   std::string format;  // the checkpoint's form ("safetensors", "gguf", "pytorch", "npy", ...); may be empty
 };
 
-// The activation encoding from the whole table or from the calibration rows.
-// Ids outside [0, rows) fail, naming the position and value.
+// The `bits`-bit activation encoding (16 | 8) from the whole table or from
+// the calibration rows. Ids outside [0, rows) fail, naming the position and value.
 Result<ActivationEncoding> observe_activation(const float* table, int64_t rows, int64_t dim,
-                                              const std::optional<std::vector<int64_t>>& tokens);
+                                              const std::optional<std::vector<int64_t>>& tokens, int bits = 16);
 
 // Rejects NaN/Inf (naming row and column) and empty tables.
 Status check_table(const float* table, int64_t rows, int64_t dim);

@@ -76,8 +76,13 @@ struct Histogram {
 
 struct EvalResult {
   Scheme scheme = Scheme::k16a4w;
-  Pattern pattern = Pattern::kOptimized;  // optimized | legacy
+  Pattern pattern = Pattern::kOptimized;  // optimized | legacy (a weight-only scheme: optimized only)
   bool deployed = false;                  // the pattern a compile for the target picks
+  // The scheme's activation encoding (bits 16 or 8; bits 0 for a weight-only
+  // scheme, whose y is the dequantized weight) and its stored bits per value,
+  // the row scales included: schemes compare at equal bytes.
+  ActivationEncoding act;
+  double bits_per_value = 0.0;
   double sqnr_db = 0.0;
   double cos_mean = 0.0, cos_p1 = 0.0, cos_min = 0.0;
   double max_abs_err = 0.0, mean_abs_err = 0.0, rms_err = 0.0;
@@ -101,7 +106,7 @@ struct EvalResult {
 
 struct EvalOptions {
   std::string tensor;  // checkpoints: empty = detect the embedding by name
-  std::vector<Scheme> schemes = {Scheme::k16a4w, Scheme::k16a8w};
+  std::vector<Scheme> schemes = {Scheme::k16a4w, Scheme::k16a8w};  // "all": every scheme (all_schemes())
   std::string qnn_sdk_version;  // marks the pattern a compile would deploy
   // Rows whose values define the activation range (docs/numeric-contract.md, "Activation"); nullopt = all.
   std::optional<std::vector<int64_t>> calibration_tokens;

@@ -98,6 +98,16 @@ qemb_status qemb_lookup_i32_u16(const qemb_runtime* runtime, const int32_t* ids,
                                 char* err, size_t err_size);
 qemb_status qemb_lookup_i64_u16(const qemb_runtime* runtime, const int64_t* ids, size_t count, uint16_t* out,
                                 char* err, size_t err_size);
+/* The uint8 activations of an 8-bit activation scheme (8a8w, 8a4w, 8a2w).
+ * The uint16 calls serve 16-bit ones; each refuses the other's table
+ * (QEMB_INVALID_ARGUMENT saying which to call), as both refuse a weight-only
+ * table (w8, w4, w2), whose lookups are the float calls below.
+ * qemb_runtime_activation_bits says which: 16, 8, or 0 (floats). */
+qemb_status qemb_lookup_i32_u8(const qemb_runtime* runtime, const int32_t* ids, size_t count, uint8_t* out,
+                               char* err, size_t err_size);
+qemb_status qemb_lookup_i64_u8(const qemb_runtime* runtime, const int64_t* ids, size_t count, uint8_t* out,
+                               char* err, size_t err_size);
+int qemb_runtime_activation_bits(const qemb_runtime* runtime);
 qemb_status qemb_lookup_i32_f32(const qemb_runtime* runtime, const int32_t* ids, size_t count, float* out,
                                 char* err, size_t err_size);
 qemb_status qemb_lookup_i64_f32(const qemb_runtime* runtime, const int64_t* ids, size_t count, float* out,

@@ -7,15 +7,10 @@
 #include <vector>
 
 #include "qemb/numeric.h"
+#include "qemb/scheme.h"
 #include "qemb/status.h"
 
 namespace qemb {
-
-enum class Scheme { k16a8w, k16a4w };
-const char* to_string(Scheme s);  // "16a8w", "16a4w"
-Result<Scheme> parse_scheme(const std::string& s);
-int weight_bits(Scheme s);  // 8 | 4
-int weight_qmax(Scheme s);  // 127 | 7
 
 // A per-row quantized table, values unpacked (one int8 per value).
 struct PcqTable {

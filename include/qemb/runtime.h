@@ -57,6 +57,11 @@ class EmbeddingTable {
 
   Status lookup(std::span<const int64_t> ids, uint16_t* out) const;
   Status lookup(std::span<const int32_t> ids, uint16_t* out) const;
+  Status lookup(std::span<const int64_t> ids, uint8_t* out) const;
+  Status lookup(std::span<const int32_t> ids, uint8_t* out) const;
+  // 16 or 8: the width of the activations lookup() writes; 0 for a
+  // weight-only table, whose lookups return floats (lookup_dequantized).
+  int activation_bits() const;
   Status lookup_dequantized(std::span<const int64_t> ids, float* out) const;
   Status lookup_dequantized(std::span<const int32_t> ids, float* out) const;
   Status lookup_dequantized(std::span<const int64_t> ids, FloatDtype dtype, void* out) const;
@@ -99,9 +104,16 @@ class EmbeddingRuntime {
   // Looks up ids.size() rows into out[ids.size() * dim()]. Every id is checked
   // first; on an error nothing is written. Thread-safe: one runtime serves
   // concurrent callers. Never allocates on the fast kernel paths.
+  // The uint16 form serves 16-bit activation schemes (16a8w, 16a4w, 16a2w),
+  // the uint8 form 8-bit ones (8a8w, 8a4w, 8a2w); the other is an error, as
+  // both are on a weight-only table (activation_bits() says which).
   Status lookup(std::span<const int64_t> ids, uint16_t* out) const;
   Status lookup(std::span<const int32_t> ids, uint16_t* out) const;
-  // Dequantized output: y = s_a * (q16 - zp_a).
+  Status lookup(std::span<const int64_t> ids, uint8_t* out) const;
+  Status lookup(std::span<const int32_t> ids, uint8_t* out) const;
+  int activation_bits() const;  // the first table's: 16 | 8 | 0 (floats)
+  // Dequantized output: y = s_a * (q_A - zp_a), or for a weight-only scheme
+  // y = s_r * q itself.
   Status lookup_dequantized(std::span<const int64_t> ids, float* out) const;
   Status lookup_dequantized(std::span<const int32_t> ids, float* out) const;
   // Dequantized output in `dtype`: out holds ids.size() * dim() elements of

@@ -221,6 +221,16 @@ class Runtime {
     return out;
   }
 
+  // The table's own output: uint16 or uint8 activations, or a weight-only
+  // table's float32 rows.
+  py::array lookup_native(const py::handle& ids_obj, const py::object& out_obj) const {
+    switch (rt_->activation_bits()) {
+      case 8: return lookup<uint8_t>(ids_obj, out_obj);
+      case 0: return lookup<float>(ids_obj, out_obj);
+      default: return lookup<uint16_t>(ids_obj, out_obj);
+    }
+  }
+
   // Dequantized rows in `dtype_name` ("f32", "f16" or "bf16"): float32,
   // numpy.float16, or for bfloat16 (which NumPy lacks) uint16 bit patterns.
   py::array lookup_dequantized(const py::handle& ids_obj, const py::object& out_obj,
@@ -288,6 +298,7 @@ class Runtime {
   int64_t vocab_size() const { return rt_->vocab_size(); }
   int64_t dim() const { return rt_->dim(); }
   py::tuple activation() const { return py::make_tuple(rt_->activation().scale, rt_->activation().offset()); }
+  int activation_bits() const { return rt_->activation_bits(); }
   const std::string& kernel() const { return rt_->kernel_name(); }
   const std::string& isa() const { return rt_->isa(); }
   int threads() const { return rt_->threads(); }
@@ -298,18 +309,19 @@ class Runtime {
   Status run(const Ids& ids, T* dst) const {
     if (ids.is32) {
       std::span<const int32_t> span(static_cast<const int32_t*>(ids.data), ids.count);
-      if constexpr (std::is_same_v<T, uint16_t>) return rt_->lookup(span, dst);
-      else return rt_->lookup_dequantized(span, dst);
+      if constexpr (std::is_same_v<T, float>) return rt_->lookup_dequantized(span, dst);
+      else return rt_->lookup(span, dst);
     }
     std::span<const int64_t> span(static_cast<const int64_t*>(ids.data), ids.count);
-    if constexpr (std::is_same_v<T, uint16_t>) return rt_->lookup(span, dst);
-    else return rt_->lookup_dequantized(span, dst);
+    if constexpr (std::is_same_v<T, float>) return rt_->lookup_dequantized(span, dst);
+    else return rt_->lookup(span, dst);
   }
 
   // `out=` is written in place, so it must be exactly what the lookup writes.
   template <typename T>
   static py::array checked_out(const py::object& obj, const std::vector<py::ssize_t>& shape) {
-    return checked_out_as(obj, shape, py::dtype::of<T>(), std::is_same_v<T, uint16_t> ? "uint16" : "float32");
+    return checked_out_as(obj, shape, py::dtype::of<T>(),
+                          std::is_same_v<T, uint16_t> ? "uint16" : std::is_same_v<T, uint8_t> ? "uint8" : "float32");
   }
   static py::array checked_out_as(const py::object& obj, const std::vector<py::ssize_t>& shape,
                                   const py::dtype& want_dtype, const char* want) {
@@ -787,17 +799,21 @@ One runtime may be shared by any number of Python threads; lookups release the G
       .def_property_readonly("dim", &Runtime::dim, "Values per row (D).")
       .def_property_readonly("activation", &Runtime::activation,
                              "The output encoding (scale, offset): real = scale * (q + offset).")
+      .def_property_readonly("activation_bits", &Runtime::activation_bits,
+                             "What lookup() returns: 16 (uint16), 8 (uint8) or 0 (float32: a weight-only scheme).")
       .def_property_readonly("kernel", &Runtime::kernel, "The kernel in use, e.g. 'gather_u16[AVX2]'.")
       .def_property_readonly("isa", &Runtime::isa, "Its instruction set, e.g. 'AVX2'.")
       .def_property_readonly("threads", &Runtime::threads, "Threads used for large batches.")
       .def_property_readonly("path", &Runtime::path, "The artifact's path.")
-      .def("lookup", &Runtime::lookup<uint16_t>, arg("ids"), arg("out") = py::none(),
-           R"doc(Looks ids up: uint16 activations of shape ids.shape + (dim,).
+      .def("lookup", &Runtime::lookup_native, arg("ids"), arg("out") = py::none(),
+           R"doc(Looks ids up: the table's output of shape ids.shape + (dim,): uint16
+activations (16a* schemes), uint8 (8a* schemes), or float32 rows y = s_r * q
+for a weight-only table (w* schemes); activation_bits says which (16, 8, 0).
 
 ids  int32 or int64 ids of any shape (a C-contiguous array is read in place;
      lists and other integer dtypes are converted)
-out  optional uint16 array of exactly that shape, C-contiguous and writable,
-     written in place and returned
+out  optional array of that dtype and exactly that shape, C-contiguous and
+     writable, written in place and returned
 
 An id outside [0, vocab_size) raises IdOutOfRange naming its position and
 value; nothing is written to out on any error.)doc")

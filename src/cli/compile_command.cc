@@ -141,7 +141,8 @@ void add_compile_command(CLI::App& app, Action& run) {
                        "tables (default: the embedding, detected by name)"));
   cmd->add_option("--tensor-file", f->tensor_file,
                   "tensor names, one a line, taken whole (for names holding ',' or '='); adds to --tensor");
-  list(cmd->add_option("--scheme", f->schemes, "16a4w | 16a8w, or TENSOR=SCHEME for one table")
+  list(cmd->add_option("--scheme", f->schemes, "16a8w | 16a4w | 16a2w | 8a8w | 8a4w | 8a2w (uint16 / uint8 activations) | w8 | w4 | w2 (weight-only: float "
+                                                  "outputs), or TENSOR=SCHEME for one table")
            ->capture_default_str()
            ->check(per_table(parse_scheme)));
   list(cmd->add_option("--pattern", f->patterns, "auto | optimized | legacy, or TENSOR=PATTERN for one table")

@@ -121,8 +121,8 @@ class RowPrinter {
   std::string text_;
 };
 
-// `dtype` is the float type of dequantized rows, or nullptr for uint16
-// activations. bfloat16 has no NumPy type: its .npy holds the bit patterns
+// `dtype` is the float type of dequantized rows, or nullptr for the
+// activations themselves (uint16, or uint8 for an 8-bit activation scheme). bfloat16 has no NumPy type: its .npy holds the bit patterns
 // as uint16.
 template <typename T>
 Status run_lookups(const EmbeddingTable& rt, const TokenStream& batch, const std::string& out, bool json,
@@ -157,7 +157,10 @@ Status run_lookups(const EmbeddingTable& rt, const TokenStream& batch, const std
   if (!out.empty()) {
     std::vector<int64_t> shape = batch.shape();
     shape.push_back(dim);
-    const char* descr = dtype == nullptr ? "<u2" : *dtype == FloatDtype::kF32 ? "<f4" : *dtype == FloatDtype::kF16 ? "<f2" : "<u2";
+    const char* descr = dtype == nullptr ? (sizeof(T) == 1 ? "|u1" : "<u2")
+                        : *dtype == FloatDtype::kF32 ? "<f4"
+                        : *dtype == FloatDtype::kF16 ? "<f2"
+                                                     : "<u2";
     QEMB_ASSIGN_OR_RETURN(npy, NpyWriter::create(out, descr, shape));
   }
   RowPrinter printer(batch.shape(), json);
@@ -168,7 +171,8 @@ Status run_lookups(const EmbeddingTable& rt, const TokenStream& batch, const std
     QEMB_RETURN_IF_ERROR(batch.read(first, count, ids_buf.data()));
     const std::span<const int64_t> ids(ids_buf.data(), count);
     if (dtype != nullptr) QEMB_RETURN_IF_ERROR(rt.lookup_dequantized(ids, *dtype, rows.data()));
-    else QEMB_RETURN_IF_ERROR(rt.lookup(ids, reinterpret_cast<uint16_t*>(rows.data())));
+    else if constexpr (std::is_same_v<T, float>) return make_error(ErrorCode::kInternal, "float rows need a dtype");
+    else QEMB_RETURN_IF_ERROR(rt.lookup(ids, rows.data()));
     if (npy) {
       QEMB_RETURN_IF_ERROR(npy->write(rows.data(), count * row_bytes));
       continue;
@@ -214,9 +218,11 @@ void add_run_command(CLI::App& app, Action& run) {
                   "ids in a text file or an int32/int64 .npy; '-' reads standard input")
       ->allow_extra_args(false);
   cmd->add_option("-o,--output", f->out,
-                  "write a [N, D] .npy (uint16, or --out-dtype with --dequantize); '-' is standard output");
+                  "write a [N, D] .npy (the table's activations: uint16, or uint8 for 8a* schemes; floats for "
+                  "--dequantize, with --out-dtype, and for weight-only w* schemes); '-' is standard output");
   CLI::Option* dequantize =
-      cmd->add_flag("--dequantize", f->dequantize, "float output: y = s_a * (q16 - zp_a), float32 unless --out-dtype");
+      cmd->add_flag("--dequantize", f->dequantize, "float output: y = s_a * (q - zp_a), float32 unless --out-dtype (weight-only w* tables: y = s_r * q, "
+                    "their only output)");
   CLI::Option* out_dtype =
       cmd->add_option("--out-dtype", f->out_dtype,
                       "dtype of --dequantize or --bags output: f32 | f16 | bf16 (rounded to nearest even from the "
@@ -280,7 +286,11 @@ void add_run_command(CLI::App& app, Action& run) {
       options.reference = f->reference;
       QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(f->artifact, options));
       QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* table, choose_table(*rt, f->tables.empty() ? "" : f->tables[0]));
-      if (!f->dequantize) return run_lookups<uint16_t>(*table, *batch, f->out, f->json, nullptr);
+      // Activations as they are (uint16 or uint8); a weight-only table's
+      // lookups are floats already, so it writes them with or without --dequantize.
+      const int bits = table->activation_bits();
+      if (!f->dequantize && bits == 16) return run_lookups<uint16_t>(*table, *batch, f->out, f->json, nullptr);
+      if (!f->dequantize && bits == 8) return run_lookups<uint8_t>(*table, *batch, f->out, f->json, nullptr);
       QEMB_ASSIGN_OR_RETURN(const FloatDtype dtype, parse_float_dtype(f->out_dtype));
       if (dtype == FloatDtype::kF32) return run_lookups<float>(*table, *batch, f->out, f->json, &dtype);
       return run_lookups<uint16_t>(*table, *batch, f->out, f->json, &dtype);

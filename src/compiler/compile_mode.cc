@@ -44,15 +44,17 @@ CompileMode resolve_mode(const CompileOptions& options, uint64_t materialized, s
     case CompileMode::kAuto:
       break;
   }
+  const Scheme scheme = options.scheme;
+  const std::string table = scheme.weight_only() ? "float32" : "uint" + std::to_string(scheme.activation_bits());
   if (materialized > options.memory_budget) {
-    reason = "a materialized uint16 table would take " + mib(materialized) + ", over the memory budget of " +
+    reason = "a materialized " + table + " table would take " + mib(materialized) + ", over the memory budget of " +
              mib(options.memory_budget) + "; keeping the packed PCQ table with a fused requantizing gather";
     return CompileMode::kFused;
   }
-  reason = "the materialized uint16 table (" + mib(materialized) + ") fits the memory budget of " +
+  reason = "the materialized " + table + " table (" + mib(materialized) + ") fits the memory budget of " +
            mib(options.memory_budget);
   // Measured on the bundled benchmarks (a 2-core AVX-512 VM, same-run ratios).
-  if (weight_bits(options.scheme) == 8)
+  if (scheme == Scheme::k16a8w)
     reason += "; at 8 bits it is also the faster lookup on rows in cache: the fused gather reads half the bytes "
               "but requantizes every value, about 0.8x the materialized gather on rows in cache at D=128 and "
               "0.9x at D=4096, and 1.2x on cold rows";

@@ -32,7 +32,9 @@ std::string collapse_message(int64_t collapsed, int64_t rows, Scheme scheme) {
          pct + ") of this " + to_string(scheme) +
          " table to a constant (their scales are under 1/(2 qmax) of the largest); target QNN SDK >= 2.48 "
          "(CompileOptions.qnn_sdk_version = 2.48) for the optimized pattern, which loses none" +
-         (scheme == Scheme::k16a4w ? std::string(", or use 16a8w, which collapses fewer") : std::string());
+         (scheme.weight_bits() < 8 ? std::string(", or use ") + find_scheme(8, scheme.activation_bits())->name() +
+                                         ", which collapses fewer"
+                                   : std::string());
 }
 
 Result<CompiledEmbedding> compile_table(const float* table, int64_t rows, int64_t dim,
@@ -68,12 +70,17 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
 
   CompiledEmbedding out;
   out.target = target;
-  const uint64_t materialized = static_cast<uint64_t>(rows) * static_cast<uint64_t>(dim) * 2;
+  const Scheme scheme = options.scheme;
+  // The materialized table's bytes a value: the uint16 / uint8 activation, or
+  // a weight-only scheme's float32.
+  const uint64_t out_value_bytes = scheme.weight_only() ? 4 : static_cast<uint64_t>(scheme.activation_bits() / 8);
+  const uint64_t materialized = static_cast<uint64_t>(rows) * static_cast<uint64_t>(dim) * out_value_bytes;
   out.mode = resolve_mode(options, materialized, out.mode_reason);
 
   EmbeddingLoweringOptions lo_opts;
   lo_opts.name = options.node_name;
   lo_opts.pattern = options.pattern;
+  lo_opts.scheme = scheme;
   auto weight_tensor_of = [&](std::vector<float> row_scales, std::shared_ptr<Buffer> data) {
     Tensor weight;
     weight.name = "weight";
@@ -88,7 +95,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   // Decided before any row is read: a target that refuses a forced pattern
   // fails at once instead of after the long part.
   if (lo_opts.name.empty()) return make_error(ErrorCode::kInvalidArgument, "CompileOptions.node_name is empty; name the table's node");
-  QEMB_ASSIGN_OR_RETURN(const PatternChoice choice, choose_pattern(options.pattern, target, lo_opts.name));
+  QEMB_ASSIGN_OR_RETURN(const PatternChoice choice, choose_pattern(options.pattern, target, lo_opts.name, scheme));
   const bool fold_to_u16 = out.mode == CompileMode::kMaterialize && choice.pattern == Pattern::kOptimized;
   // A fused compile stores the table its fused gather reads row-interleaved
   // (each row's scale next to its values: one contiguous read a cold lookup).
@@ -163,10 +170,12 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
     }, [&](int64_t begin, const Status& why) { if (packed) packed->abort(begin, why); }));
   }
 
-  if (options.calibration_tokens) {
-    QEMB_ASSIGN_OR_RETURN(out.act, calibration_encoding_of(src, *options.calibration_tokens));
+  if (scheme.weight_only()) {
+    // No activation step: the lookup returns s_r * q itself.
+  } else if (options.calibration_tokens) {
+    QEMB_ASSIGN_OR_RETURN(out.act, calibration_encoding_of(src, *options.calibration_tokens, scheme.activation_bits()));
   } else {
-    QEMB_ASSIGN_OR_RETURN(out.act, checked_activation_encoding(lo, hi));
+    QEMB_ASSIGN_OR_RETURN(out.act, checked_activation_encoding(lo, hi, scheme.activation_bits()));
   }
 
   // Lowered over the plain layout's size; streamed records replace it after fusing.
@@ -199,7 +208,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
     // folds it, a chunk at a time. Each chunk of rows is read again,
     // quantized into a small packed buffer and folded from there, the uint16
     // rows streamed out as they are made.
-    TableOutput table(static_cast<size_t>(dim) * 2, rows, stream);
+    TableOutput table(fold->out_row_bytes(), rows, stream);
     const ReleaseWindows release_windows(src, chunk);
     QEMB_RETURN_IF_ERROR(parallel_rows(rows, chunk, threads, "quantize", options.progress, [&](int, int64_t begin, int64_t end) -> Status {
       thread_local std::vector<float> row;  // see the scan pass
@@ -217,7 +226,7 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
       }
       release_windows.done(begin, end);
       uint8_t* dst = table.rows_at(begin, end);
-      fold->fold_rows(chunk_rows.data(), scales.data() + begin, end - begin, reinterpret_cast<uint16_t*>(dst));
+      fold->fold_rows(chunk_rows.data(), scales.data() + begin, end - begin, dst);
       return table.commit(begin, end, dst);
     }, [&](int64_t begin, const Status& why) { table.abort(begin, why); }));
     runtime_graph = graph;
@@ -270,8 +279,13 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   m["mode_reason"] = out.mode_reason;
   m["vocab_size"] = rows;
   m["dim"] = dim;
-  m["act_scale"] = out.act.scale;
-  m["act_offset"] = out.act.offset();
+  if (scheme.weight_only()) {  // float outputs: no activation encoding
+    m["act_bits"] = 0;
+  } else {
+    m["act_bits"] = out.act.bits;
+    m["act_scale"] = out.act.scale;
+    m["act_offset"] = out.act.offset();
+  }
   m["collapsed_rows"] = out.collapsed_rows;
   m["calibration"] = {
       {"source", options.calibration_tokens ? options.calibration_source : "all table values"},

@@ -22,7 +22,8 @@ Status empty_table_error(int64_t rows, int64_t dim) {
 }
 
 // The activation encoding observed on the calibration rows only.
-Result<ActivationEncoding> calibration_encoding_of(const RowSource& src, const std::vector<int64_t>& tokens) {
+Result<ActivationEncoding> calibration_encoding_of(const RowSource& src, const std::vector<int64_t>& tokens,
+                                                  int bits) {
   if (tokens.empty()) return make_error(ErrorCode::kInvalidArgument, "the calibration token list is empty");
   std::vector<float> row(static_cast<size_t>(src.dim()));
   float lo = 0.0f, hi = 0.0f;
@@ -37,7 +38,7 @@ Result<ActivationEncoding> calibration_encoding_of(const RowSource& src, const s
     lo = std::min(lo, rlo);
     hi = std::max(hi, rhi);
   }
-  return checked_activation_encoding(lo, hi);
+  return checked_activation_encoding(lo, hi, bits);
 }
 
 Status check_table(const float* table, int64_t rows, int64_t dim) {
@@ -48,11 +49,11 @@ Status check_table(const float* table, int64_t rows, int64_t dim) {
 }
 
 Result<ActivationEncoding> observe_activation(const float* table, int64_t rows, int64_t dim,
-                                              const std::optional<std::vector<int64_t>>& tokens) {
-  if (tokens) return calibration_encoding_of(ArrayRows(table, rows, dim), *tokens);
+                                              const std::optional<std::vector<int64_t>>& tokens, int bits) {
+  if (tokens) return calibration_encoding_of(ArrayRows(table, rows, dim), *tokens, bits);
   float lo, hi;
   min_max(table, static_cast<size_t>(rows * dim), lo, hi);
-  return checked_activation_encoding(lo, hi);
+  return checked_activation_encoding(lo, hi, bits);
 }
 
 }  // namespace qemb

@@ -16,7 +16,8 @@ Error non_finite_error(float v, int64_t row, int64_t col);
 Status empty_table_error(int64_t rows, int64_t dim);
 
 // The activation encoding observed on the calibration rows only (the error
-// names a token outside the table's rows).
-Result<ActivationEncoding> calibration_encoding_of(const RowSource& src, const std::vector<int64_t>& tokens);
+// names a token outside the table's rows), of `bits`-bit activations.
+Result<ActivationEncoding> calibration_encoding_of(const RowSource& src, const std::vector<int64_t>& tokens,
+                                                  int bits = 16);
 
 }  // namespace qemb

@@ -28,6 +28,7 @@ const char* to_string(DataType dtype) {
     case DataType::kUFixedPoint16: return "UFIXED_POINT_16";
     case DataType::kFloat32: return "FLOAT_32";
     case DataType::kInt32: return "INT_32";
+    case DataType::kUFixedPoint8: return "UFIXED_POINT_8";
   }
   return "?";
 }
@@ -71,7 +72,8 @@ Result<TensorKind> parse_tensor_kind(const std::string& s) {
 }
 
 Result<DataType> parse_data_type(const std::string& s) {
-  for (auto d : {DataType::kSFixedPoint8, DataType::kUFixedPoint16, DataType::kFloat32, DataType::kInt32})
+  for (auto d : {DataType::kSFixedPoint8, DataType::kUFixedPoint16, DataType::kFloat32, DataType::kInt32,
+                 DataType::kUFixedPoint8})
     if (s == to_string(d)) return d;
   return make_error(ErrorCode::kParseError, "unknown data type '" + s + "'");
 }
@@ -133,16 +135,19 @@ int64_t checked_element_count(const std::vector<int64_t>& shape) {
 namespace {
 
 constexpr StorageFormat kFormats[] = {
-    {DataType::kSFixedPoint8, 4, 2, -7, 7, "int4"},
-    {DataType::kSFixedPoint8, 8, 1, -127, 127, "int8"},
-    {DataType::kUFixedPoint16, 16, 1, 0, 65535, "uint16"},
-    {DataType::kFloat32, 32, 1, INT32_MIN, INT32_MAX, "float32"},
-    {DataType::kInt32, 32, 1, INT32_MIN, INT32_MAX, "int32"},
+    {DataType::kSFixedPoint8, 2, 4, -1, 1, "int2", true},
+    {DataType::kSFixedPoint8, 4, 2, -7, 7, "int4", true},
+    {DataType::kSFixedPoint8, 8, 1, -127, 127, "int8", true},
+    {DataType::kUFixedPoint8, 8, 1, 0, 255, "uint8", false},
+    {DataType::kUFixedPoint16, 16, 1, 0, 65535, "uint16", false},
+    {DataType::kFloat32, 32, 1, INT32_MIN, INT32_MAX, "float32", true},
+    {DataType::kInt32, 32, 1, INT32_MIN, INT32_MAX, "int32", true},
 };
 
 int natural_width(DataType dtype) {
   switch (dtype) {
     case DataType::kSFixedPoint8: return 8;
+    case DataType::kUFixedPoint8: return 8;
     case DataType::kUFixedPoint16: return 16;
     case DataType::kFloat32:
     case DataType::kInt32: return 32;
@@ -170,8 +175,9 @@ std::string storage_widths(DataType dtype) {
 
 int32_t StorageFormat::load(const uint8_t* row, int64_t col) const {
   switch (bits) {
+    case 2: return unpack_int2(row, col);
     case 4: return unpack_int4(row, col);
-    case 8: return static_cast<int8_t>(row[col]);
+    case 8: return is_signed ? static_cast<int32_t>(static_cast<int8_t>(row[col])) : static_cast<int32_t>(row[col]);
     case 16: {
       uint16_t v;
       std::memcpy(&v, row + 2 * col, 2);
@@ -187,8 +193,9 @@ int32_t StorageFormat::load(const uint8_t* row, int64_t col) const {
 
 void StorageFormat::store(uint8_t* row, int64_t col, int32_t q) const {
   switch (bits) {
+    case 2: pack_int2(row, col, static_cast<int8_t>(q)); return;
     case 4: pack_int4(row, col, static_cast<int8_t>(q)); return;
-    case 8: row[col] = static_cast<uint8_t>(static_cast<int8_t>(q)); return;
+    case 8: row[col] = static_cast<uint8_t>(q); return;
     case 16: {
       const uint16_t v = static_cast<uint16_t>(q);
       std::memcpy(row + 2 * col, &v, 2);

@@ -14,10 +14,10 @@
 namespace qemb {
 
 enum class TensorKind { kStatic, kNative, kAppWrite, kAppRead };
-enum class DataType { kSFixedPoint8, kUFixedPoint16, kFloat32, kInt32 };
+enum class DataType { kSFixedPoint8, kUFixedPoint16, kFloat32, kInt32, kUFixedPoint8 };
 
 const char* to_string(TensorKind kind);  // "STATIC", "NATIVE", "APP_WRITE", "APP_READ"
-const char* to_string(DataType dtype);   // "SFIXED_POINT_8", "UFIXED_POINT_16", ...
+const char* to_string(DataType dtype);   // "SFIXED_POINT_8", "UFIXED_POINT_16", "UFIXED_POINT_8", ...
 Result<TensorKind> parse_tensor_kind(const std::string& s);
 Result<DataType> parse_data_type(const std::string& s);
 
@@ -25,7 +25,7 @@ Result<DataType> parse_data_type(const std::string& s);
 struct Encoding {
   enum class Type { kNone, kPerTensor, kPerAxis };
   Type type = Type::kNone;
-  int bitwidth = 0;  // 4 or 8 for SFIXED_POINT_8, 16 for UFIXED_POINT_16
+  int bitwidth = 0;  // 2, 4 or 8 for SFIXED_POINT_8, 16 for UFIXED_POINT_16, 8 for UFIXED_POINT_8
   // kPerTensor
   float scale = 0.0f;
   int32_t offset = 0;
@@ -81,9 +81,10 @@ class ViewBuffer final : public Buffer {
 struct StorageFormat {
   DataType dtype;
   int bits;                // per value
-  int block;               // values stored together (two 4-bit nibbles share a byte)
+  int block;               // values stored together (four 2-bit or two 4-bit values share a byte)
   int32_t qmin, qmax;      // the values quantization produces (weights: the contract's symmetric +-qmax)
-  const char* name;        // "int4", "int8", "uint16", "float32", "int32"
+  const char* name;        // "int2", "int4", "int8", "uint8", "uint16", "float32", "int32"
+  bool is_signed;          // how load() widens the stored bits
 
   // Bytes one row of `dim` values occupies: ceil(dim * bits / 8).
   size_t row_bytes(int64_t dim) const {
@@ -103,6 +104,9 @@ std::string storage_widths(DataType dtype);
 //  - SFIXED_POINT_8, bitwidth 8: one int8 per value, row-major.
 //  - SFIXED_POINT_8, bitwidth 4: two's-complement nibbles, two per byte, each
 //    row padded to ceil(D/2) bytes; column 2k in the low nibble, 2k+1 high.
+//  - SFIXED_POINT_8, bitwidth 2: two's-complement 2-bit fields, four per byte,
+//    each row padded to ceil(D/4) bytes; column 4k + i in bits 2i and 2i + 1.
+//  - UFIXED_POINT_8: one uint8 per value.
 //  - UFIXED_POINT_16: little-endian uint16. FLOAT_32 / INT_32: little-endian.
 struct Tensor {
   std::string name;
@@ -165,6 +169,16 @@ inline int8_t unpack_int4(const uint8_t* row, int64_t col) {
   uint8_t b = row[col >> 1];
   uint8_t nib = (col & 1) ? (b >> 4) : (b & 0x0F);
   return static_cast<int8_t>(static_cast<int8_t>(nib << 4) >> 4);
+}
+// 2-bit helpers: column 4k + i in bits 2i..2i+1 of byte k.
+inline int8_t unpack_int2(const uint8_t* row, int64_t col) {
+  const uint8_t field = static_cast<uint8_t>((row[col >> 2] >> (2 * (col & 3))) & 3);
+  return static_cast<int8_t>(static_cast<int8_t>(field << 6) >> 6);
+}
+inline void pack_int2(uint8_t* row, int64_t col, int8_t v) {
+  const int shift = 2 * static_cast<int>(col & 3);
+  uint8_t& b = row[col >> 2];
+  b = static_cast<uint8_t>((b & ~(3u << shift)) | ((static_cast<uint8_t>(v) & 3u) << shift));
 }
 inline void pack_int4(uint8_t* row, int64_t col, int8_t v) {
   uint8_t nib = static_cast<uint8_t>(v) & 0x0F;

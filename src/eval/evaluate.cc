@@ -39,15 +39,20 @@ void deployed_row(const PcqTable& t, int64_t r, Pattern pattern, const Activatio
   const float s = t.scales[static_cast<size_t>(r)];
   const int8_t* q = t.q.data() + r * t.dim;
   for (int64_t j = 0; j < t.dim; ++j) {
-    const uint16_t out = pattern == Pattern::kOptimized ? optimized_output(s, q[j], act)
-                                                        : legacy_output(s, q[j], max_scale, qmax, act);
+    if (act.bits == 0) {  // weight-only: y = s_r * q
+      y[j] = dequantize_weight(s, q[j]);
+      continue;
+    }
+    const int32_t out = pattern == Pattern::kOptimized ? optimized_output(s, q[j], act)
+                                                       : legacy_output(s, q[j], max_scale, qmax, act);
     y[j] = dequantize_activation(out, act);
   }
 }
 
 // y of level q in a row (pattern, row scale, activation encoding).
 float deployed_value(const SchemeParams& p, bool legacy, int q) {
-  const uint16_t out = legacy ? legacy_output(p.row_scale, q, p.max_scale, p.qmax, p.act)
+  if (p.act.bits == 0) return dequantize_weight(p.row_scale, q);
+  const int32_t out = legacy ? legacy_output(p.row_scale, q, p.max_scale, p.qmax, p.act)
                               : optimized_output(p.row_scale, q, p.act);
   return dequantize_activation(out, p.act);
 }
@@ -147,10 +152,9 @@ Status deployed_rows(const PcqTable& table, const ActivationEncoding& act, Patte
 }
 
 Result<std::vector<Scheme>> parse_eval_schemes(const std::string& text) {
-  if (text == "all") return std::vector<Scheme>{Scheme::k16a4w, Scheme::k16a8w};
+  if (text == "all") return std::vector<Scheme>(all_schemes().begin(), all_schemes().end());
   Result<Scheme> one = parse_scheme(text);
-  if (!one.ok())
-    return make_error(ErrorCode::kInvalidArgument, "unknown scheme '" + text + "': expected 16a4w, 16a8w or all");
+  if (!one.ok()) return make_error(ErrorCode::kInvalidArgument, one.error().message + ", or all");
   return std::vector<Scheme>{*one};
 }
 
@@ -274,7 +278,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
                                   : "all table values";
   report.calibration_tokens = options.calibration_tokens ? static_cast<int64_t>(options.calibration_tokens->size()) : 0;
   report.act_range_lo = static_cast<double>(report.act.scale) * -report.act.zero_point;
-  report.act_range_hi = static_cast<double>(report.act.scale) * (65535 - report.act.zero_point);
+  report.act_range_hi = static_cast<double>(report.act.scale) * (report.act.qmax() - report.act.zero_point);
 
   const double half_step = 0.5 * static_cast<double>(report.act.scale);
   Histogram value_hist;
@@ -303,6 +307,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
   const size_t n_schemes = options.schemes.size(), n_results = 2 * n_schemes;
   struct SchemeInfo {
     int qmax, bits;
+    ActivationEncoding act;  // the scheme's own: 16 or 8 bits, or none (bits 0: weight-only)
     float max_scale;
     Histogram scales;  // log10 s_r of the evaluated rows
   };
@@ -311,6 +316,15 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
     SchemeInfo si;
     si.qmax = weight_qmax(scheme);
     si.bits = weight_bits(scheme);
+    if (scheme.weight_only()) {
+      si.act.bits = 0;
+    } else if (scheme.activation_bits() == report.act.bits) {
+      si.act = report.act;
+    } else if (options.calibration_tokens) {
+      QEMB_ASSIGN_OR_RETURN(si.act, calibration_encoding_of(src, *options.calibration_tokens, scheme.activation_bits()));
+    } else {
+      QEMB_ASSIGN_OR_RETURN(si.act, checked_activation_encoding(scan.lo, scan.hi, scheme.activation_bits()));
+    }
     si.max_scale = row_scale_from_amax(scan.amax_max, si.qmax);
     const double smin = std::log10(row_scale_from_amax(scan.eval_amax_min, si.qmax));
     const double smax = std::log10(row_scale_from_amax(scan.amax_max, si.qmax));
@@ -389,7 +403,7 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
         params.row_scale = s;
         params.max_scale = sch.max_scale;
         params.qmax = sch.qmax;
-        params.act = report.act;
+        params.act = sch.act;
         PatternRow pattern_rows[2];
         uint64_t* pattern_counts[2] = {wk.partial[2 * si].errors.data(), wk.partial[2 * si + 1].errors.data()};
         if (next >= 0) prefetch_row(src, next, dim, 1 + 2 * static_cast<int>(si), parts);
@@ -486,14 +500,18 @@ Result<EvalReport> evaluate_rows(const RowSource& src, const EvalOptions& option
       report.deployed_reason = deployed->reason;
       report.has_deployed_pattern = true;
     }
-    for (int p = 0; p < 2; ++p) {
+    // A weight-only scheme has one result: there is no activation, so no legacy approximation.
+    const int n_patterns = scheme.weight_only() ? 1 : 2;
+    for (int p = 0; p < n_patterns; ++p) {
       const size_t k = 2 * si + static_cast<size_t>(p);
       Sums total;
       for (int64_t c = 0; c < n_chunks; ++c) total.add(sums[static_cast<size_t>(c) * n_results + k]);
       EvalResult res;
       res.scheme = scheme;
       res.pattern = patterns[p];
-      res.deployed = deployed.ok() && deployed->pattern == patterns[p];
+      res.deployed = scheme.weight_only() || (deployed.ok() && deployed->pattern == patterns[p]);
+      res.act = info[si].act;
+      res.bits_per_value = scheme.bits_per_value(dim);
       res.max_scale = info[si].max_scale;
       res.error_histogram = error_hist;
       res.cos_histogram = cos_hist;
@@ -579,10 +597,15 @@ Result<FakeQuantResult> fakequant_table(const float* table, int64_t rows, int64_
   FakeQuantResult r;
   r.rows = rows;
   r.dim = dim;
-  QEMB_ASSIGN_OR_RETURN(PatternChoice resolved, choose_pattern(options.pattern, target));
+  QEMB_ASSIGN_OR_RETURN(PatternChoice resolved, choose_pattern(options.pattern, target, "embedding", options.scheme));
   r.pattern = resolved.pattern;
   r.pattern_reason = resolved.reason;
-  QEMB_ASSIGN_OR_RETURN(r.act, observe_activation(table, rows, dim, options.calibration_tokens));
+  if (options.scheme.weight_only()) {
+    r.act.bits = 0;  // no activation step: y = s_r * q
+  } else {
+    QEMB_ASSIGN_OR_RETURN(r.act, observe_activation(table, rows, dim, options.calibration_tokens,
+                                                    options.scheme.activation_bits()));
+  }
   const PcqTable pcq = quantize_table(table, rows, dim, options.scheme);
   QEMB_RETURN_IF_ERROR(deployed_rows(pcq, r.act, r.pattern, 0, rows, out));
   return r;

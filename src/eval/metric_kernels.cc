@@ -54,7 +54,14 @@ void pattern_tables(bool legacy, float row_scale, float max_scale, int qmax, con
     auto wv = dequantized;
     if (legacy) wv = LegacyRequantized(df, dequantized, l);
     hn::StoreU(wv, df, w + i);
-    hn::StoreU(DequantizeQ16(Q16(df, wv, a), a), df, y + i);
+    if (act.bits == 0) {  // weight-only: y is the dequantized weight itself
+      hn::StoreU(wv, df, y + i);
+      continue;
+    }
+    // q_A(w) as an integer-valued float (requant-inl.h's Q16 with 2^A - 1 for 65535).
+    const auto r = hn::Add(RoundHalfEven(df, hn::Mul(wv, a.inv_scale())), a.zero_point());
+    const auto v = hn::Min(MaxOrLowerIfNaN<TF>(r, hn::Zero(df)), hn::Set(df, static_cast<float>(act.qmax())));
+    hn::StoreU(DequantizeQ16(v, a), df, y + i);
   }
 }
 
@@ -218,8 +225,9 @@ void row_values(const float* x, size_t dim, const ValueBins& bins, RowValues* ou
 // quantize_weight as QuantizeToInt8 computes it (requant-inl.h): the product
 // clamped to [-qmax, qmax], then t + 1.5 * 2^23, whose bits are those of
 // 1.5 * 2^23 plus rne(t), and less 1.5 * 2^23 as a float, rne(t) itself.
-// y = s_a * (clamp(rne(w / s_a) + zp, 0, 65535) - zp), here as s_a *
-// clamp(rne(w / s_a), -zp, 65535 - zp), which is equal: the integer-valued
+// y = s_a * (clamp(rne(w / s_a) + zp, 0, 2^A - 1) - zp), here as s_a *
+// clamp(rne(w / s_a), -zp, 2^A - 1 - zp), which is equal (a weight-only
+// scheme, act.bits == 0, has y = w): the integer-valued
 // floats add and subtract exactly below 2^24, and beyond it both clamp to
 // the same end.
 struct Levels {
@@ -233,7 +241,8 @@ struct Levels {
         scale(hn::Set(df, p.act.scale)),
         inv_scale(hn::Set(df, inv(p.act.scale))),
         low(hn::Set(df, static_cast<float>(-p.act.zero_point))),
-        high(hn::Set(df, static_cast<float>(65535 - p.act.zero_point))) {}
+        high(hn::Set(df, static_cast<float>(p.act.qmax() - p.act.zero_point))),
+        weight_only(p.act.bits == 0) {}
   // rne(t) + 1.5 * 2^23 for the clamped t = x * inv(s_r).
   HWY_INLINE hn::Vec<DF> Biased(hn::Vec<DF> x) const {
     return hn::Add(hn::Min(MaxOrLowerIfNaN<DF>(hn::Mul(x, inv_s), neg_qmax), qmax), magic);
@@ -241,11 +250,13 @@ struct Levels {
   // s_r * (float)q
   HWY_INLINE hn::Vec<DF> Dequantized(hn::Vec<DF> biased) const { return hn::Mul(s, hn::Sub(biased, magic)); }
   HWY_INLINE hn::Vec<DF> Output(hn::Vec<DF> w) const {
+    if (weight_only) return w;  // no activation step
     const auto r = RoundHalfEven(DF(), hn::Mul(w, inv_scale));
     return hn::Mul(scale, hn::Min(MaxOrLowerIfNaN<DF>(r, low), high));
   }
   LegacyVec<DF> legacy;
   hn::Vec<DF> inv_s, s, qmax, neg_qmax, magic, scale, inv_scale, low, high;
+  bool weight_only;
 };
 
 // Error counts per 16 columns: ++counts[index] in the column's copy, the

@@ -109,7 +109,8 @@ struct PatternRow {
 };
 
 // What a row's y and w are made of: the row scale, the largest row scale
-// (legacy), qmax and the activation encoding.
+// (legacy), qmax and the activation encoding (act.bits == 0: weight-only,
+// y = w).
 struct SchemeParams {
   float row_scale = 0, max_scale = 0;
   int qmax = 7;

@@ -9,8 +9,6 @@ namespace qemb {
 
 namespace {
 
-// Bytes a value a scheme's packed table stores (its row scales aside).
-double bytes_per_value(Scheme scheme) { return scheme == Scheme::k16a8w ? 1.0 : 0.5; }
 
 bool acceptable(const EvalResult& r) { return r.collapsed_rows == 0 && r.cos_p1 >= kRecommendMinCosP1; }
 
@@ -27,7 +25,8 @@ EvalRecommendation recommend(const EvalReport& report) {
   auto better = [](const EvalResult& r, const EvalResult* than) {
     if (than == nullptr) return true;
     if (acceptable(r) != acceptable(*than)) return acceptable(r);
-    return acceptable(r) ? bytes_per_value(r.scheme) < bytes_per_value(than->scheme) : r.sqnr_db > than->sqnr_db;
+    // Equal bytes keep the earlier scheme of the table (activation schemes before weight-only ones).
+    return acceptable(r) ? r.bits_per_value < than->bits_per_value : r.sqnr_db > than->sqnr_db;
   };
   const EvalResult* best_deployed = nullptr;
   const EvalResult* best_optimized = nullptr;
@@ -42,7 +41,9 @@ EvalRecommendation recommend(const EvalReport& report) {
   rec.found = true;
   rec.scheme = best_deployed->scheme;
   rec.pattern = best_deployed->pattern;
-  const std::string name = std::string(to_string(rec.scheme)) + " with the " + to_string(rec.pattern) + " pattern";
+  const std::string name = rec.scheme.weight_only()
+                               ? std::string(to_string(rec.scheme)) + " (weight-only: float outputs)"
+                               : std::string(to_string(rec.scheme)) + " with the " + to_string(rec.pattern) + " pattern";
   if (acceptable(*best_deployed)) {
     rec.text = name + ": the smallest evaluated scheme this target deploys that collapses no row and keeps the "
                "1st-percentile row cosine >= " + printf_string("%.2f", kRecommendMinCosP1) + " (" +
@@ -53,8 +54,11 @@ EvalRecommendation recommend(const EvalReport& report) {
   if (best_deployed->pattern == Pattern::kLegacy && best_optimized != nullptr)
     rec.text += "; target QNN SDK >= 2.48 (--qnn-sdk-version 2.48) for the optimized pattern: " +
                 std::string(to_string(best_optimized->scheme)) + " then gives " + figures(*best_optimized);
-  else if (best_deployed->scheme == Scheme::k16a4w)
-    rec.text += "; evaluate 16a8w (--scheme all) for more accuracy at twice the bytes";
+  else if (best_deployed->scheme.weight_bits() < 8) {
+    const Scheme wider = *find_scheme(8, best_deployed->scheme.activation_bits());
+    rec.text += std::string("; evaluate ") + wider.name() + " (--scheme all) for more accuracy at " +
+                (best_deployed->scheme.weight_bits() == 4 ? "twice" : "four times") + " the bytes";
+  }
   return rec;
 }
 

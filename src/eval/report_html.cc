@@ -284,7 +284,7 @@ std::string activation_range_plot(const EvalReport& report) {
   s += "\n</g>\n";
   const std::pair<double, std::string> marks[2] = {
       {report.act_range_lo, printf_string("s_a·(0−zp) = %.4g", report.act_range_lo)},
-      {report.act_range_hi, printf_string("s_a·(65535−zp) = %.4g", report.act_range_hi)}};
+      {report.act_range_hi, printf_string("s_a·(%d−zp) = %.4g", report.act.qmax(), report.act_range_hi)}};
   for (int i = 0; i < 2; ++i) {
     const double x = f.px(f.clamp_x(marks[i].first));
     s += printf_string("<line class=\"act-bound\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "

@@ -67,6 +67,8 @@ nlohmann::ordered_json eval_report_json(const EvalReport& report) {
     for (const RowError& row : r.worst_rows) worst.push_back(row_json(row));
     results.push_back({{"scheme", to_string(r.scheme)},
                        {"pattern", to_string(r.pattern)},
+                       {"bits_per_value", r.bits_per_value},
+                       {"act_bits", r.act.bits},
                        {"deployed", r.deployed},
                        {"sqnr_db", number(r.sqnr_db)},
                        {"cos_mean", r.cos_mean},
@@ -127,18 +129,20 @@ std::string format_eval_report(const EvalReport& report) {
                      report.has_deployed_pattern ? to_string(report.deployed_pattern) : "none");
   s += "            (" + escape_control(report.deployed_reason) + ")\n\n";
 
-  s += printf_string("%-6s %-10s %-3s %8s %9s %9s %9s %10s %10s %10s %10s %s\n", "scheme", "pattern", "dep",
-                     "SQNR dB", "cos mean", "cos p1", "cos min", "max|err|", "mean|err|", "w mean|e|", "a mean|e|",
+  s += printf_string("%-6s %-10s %6s %-3s %8s %9s %9s %9s %10s %10s %10s %10s %s\n", "scheme", "pattern", "bits/v",
+                     "dep", "SQNR dB", "cos mean", "cos p1", "cos min", "max|err|", "mean|err|", "w mean|e|", "a mean|e|",
                      "collapsed rows");
   for (const EvalResult& r : report.results) {
-    s += printf_string("%-6s %-10s %-3s %8s %9.6f %9.6f %9.6f %10s %10s %10s %10s %lld (%s)\n", to_string(r.scheme),
-                       to_string(r.pattern), r.deployed ? "*" : "", db(r.sqnr_db).c_str(), r.cos_mean, r.cos_p1,
+    s += printf_string("%-6s %-10s %6.3f %-3s %8s %9.6f %9.6f %9.6f %10s %10s %10s %10s %lld (%s)\n",
+                       to_string(r.scheme), r.scheme.weight_only() ? "-" : to_string(r.pattern), r.bits_per_value,
+                       r.deployed ? "*" : "", db(r.sqnr_db).c_str(), r.cos_mean, r.cos_p1,
                        r.cos_min, sci(r.max_abs_err).c_str(), sci(r.mean_abs_err).c_str(),
                        sci(r.weight_mean_abs_err).c_str(), sci(r.act_mean_abs_err).c_str(),
                        static_cast<long long>(r.collapsed_rows), percent(r.collapsed_fraction).c_str());
   }
-  s += "(dep * = the pattern a compile for this target deploys; w/a = the weight- and "
-       "activation-quantization parts of the error)\n";
+  s += "(bits/v = stored bits per value, the row scales included; dep * = the pattern a compile for this target "
+       "deploys; pattern - = a weight-only scheme, whose float outputs have no activation step; w/a = the weight- "
+       "and activation-quantization parts of the error)\n";
 
   for (const EvalResult& r : report.results) {
     if (r.worst_rows.empty()) continue;

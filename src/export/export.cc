@@ -43,6 +43,11 @@ Result<QuantizedEmbedding> from_graph(const Graph& g, const nlohmann::json& meta
     return make_error(ErrorCode::kUnsupported,
                       "the artifact's metadata names no scheme or pattern; recompile it with this qemb");
   QEMB_ASSIGN_OR_RETURN(e.scheme, parse_scheme(meta["scheme"].get<std::string>()));
+  if (e.scheme.activation_bits() != 16)
+    return make_error(ErrorCode::kUnsupported,
+                      std::string("export-onnx writes the 16-bit activation schemes (16a8w, 16a4w, 16a2w); scheme ") +
+                          e.scheme.name() + (e.scheme.weight_only() ? " (weight-only)" : " (uint8 activations)") +
+                          " has no ONNX export yet: serve it with qemb's runtime (qemb run, the C++/C/Python APIs)");
   QEMB_ASSIGN_OR_RETURN(e.pattern, parse_pattern(meta["pattern"].get<std::string>()));
   if (e.pattern == Pattern::kAuto)
     return make_error(ErrorCode::kUnsupported, "the artifact's pattern is 'auto'; a compiled pattern is never auto");

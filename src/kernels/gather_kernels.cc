@@ -919,9 +919,13 @@ HWY_AFTER_NAMESPACE();
 
 namespace qemb {
 
-#define QEMB_EXPORT_KERNEL(name, ...) HWY_EXPORT(name);
+#define QEMB_EXPORT_KERNEL(name, type, family, wbits, abits, form, impl) \
+  QEMB_KERNEL_IMPL_tuned_##impl(HWY_EXPORT(name);)
 QEMB_GATHER_KERNELS(QEMB_EXPORT_KERNEL)
 #undef QEMB_EXPORT_KERNEL
+
+// The generic rows' kernels (scheme_kernels.cc).
+bool fill_scheme_kernels(int64_t target, KernelSet& set);
 
 namespace {
 
@@ -930,12 +934,12 @@ bool make_kernel_set(int64_t target, KernelSet& set) {
   set.isa = hwy::TargetName(target);
   set.hwy_target = target;
   bool complete = true;
-#define QEMB_FILL_KERNEL(name, ...)                \
-  set.name = HWY_DISPATCH_TABLE(name)[index];      \
-  complete = complete && set.name != nullptr;
+#define QEMB_FILL_KERNEL(name, type, family, wbits, abits, form, impl) \
+  QEMB_KERNEL_IMPL_tuned_##impl(set.name = HWY_DISPATCH_TABLE(name)[index];   \
+                                complete = complete && set.name != nullptr;)
   QEMB_GATHER_KERNELS(QEMB_FILL_KERNEL)
 #undef QEMB_FILL_KERNEL
-  return complete;
+  return fill_scheme_kernels(target, set) && complete;
 }
 
 std::vector<KernelSet> build_supported_sets() {

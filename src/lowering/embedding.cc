@@ -49,14 +49,20 @@ Tensor make_pcq_weight_tensor(const std::string& name, const PcqTable& table) {
 
 namespace {
 
+// The lookup's output (and the optimized pattern's Convert result): uint16
+// or uint8 activations in `act`, or float32 for a weight-only scheme.
 Tensor activation_tensor(const std::string& name, TensorKind kind, std::vector<int64_t> shape,
-                         const ActivationEncoding& act) {
+                         const ActivationEncoding& act, bool weight_only) {
   Tensor t;
   t.name = name;
   t.kind = kind;
-  t.dtype = DataType::kUFixedPoint16;
   t.shape = std::move(shape);
-  t.encoding = Encoding::per_tensor(act.scale, act.offset(), 16);
+  if (weight_only) {
+    t.dtype = DataType::kFloat32;
+  } else {
+    t.dtype = act.bits == 8 ? DataType::kUFixedPoint8 : DataType::kUFixedPoint16;
+    t.encoding = Encoding::per_tensor(act.scale, act.offset(), act.bits);
+  }
   return t;
 }
 
@@ -89,14 +95,14 @@ Op convert(const std::string& name, const std::string& in, const std::string& ou
   return op;
 }
 
-Graph optimized_graph(Tensor weight, const ActivationEncoding& act, const std::string& n) {
+Graph optimized_graph(Tensor weight, const ActivationEncoding& act, const std::string& n, bool weight_only) {
   const int64_t rows = weight.shape[0], dim = weight.shape[1];
   Graph g;
   weight.name = n + "_weight";
   g.add_tensor(std::move(weight));
   g.add_tensor(indices_tensor(n));
-  g.add_tensor(activation_tensor(n + "_convert", TensorKind::kNative, {rows, dim}, act));
-  g.add_tensor(activation_tensor(n, TensorKind::kAppRead, {0, dim}, act));
+  g.add_tensor(activation_tensor(n + "_convert", TensorKind::kNative, {rows, dim}, act, weight_only));
+  g.add_tensor(activation_tensor(n, TensorKind::kAppRead, {0, dim}, act, weight_only));
   g.add_op(convert(n + "_convert", n + "_weight", n + "_convert"));
   g.add_op(gather(n, n + "_convert", n + "_indices", n));
   return g;
@@ -120,7 +126,7 @@ Graph legacy_graph(Tensor weight, const ActivationEncoding& act, const std::stri
   inter.shape = {0, dim};
   inter.encoding = Encoding::per_tensor(max_scale, 0, bits);
   g.add_tensor(std::move(inter));
-  g.add_tensor(activation_tensor(n, TensorKind::kAppRead, {0, dim}, act));
+  g.add_tensor(activation_tensor(n, TensorKind::kAppRead, {0, dim}, act, false));
   g.add_op(gather(n + "_intermediate", n + "_weight", n + "_indices", n + "_intermediate"));
   g.add_op(convert(n + "_convert", n + "_intermediate", n));
   return g;
@@ -134,7 +140,25 @@ std::string how_to_get_optimized() {
 
 }  // namespace
 
-Result<PatternChoice> choose_pattern(Pattern requested, const TargetVersion& target, const std::string& name) {
+Result<PatternChoice> choose_pattern(Pattern requested, const TargetVersion& target, const std::string& name,
+                                     Scheme scheme) {
+  if (scheme.weight_only()) {
+    // Not a QNN pattern at all: y = s_r * q as float, for qemb's runtime and
+    // ONNX export (DequantizeLinear -> Gather). The SDK version is not read.
+    if (requested == Pattern::kLegacy)
+      return make_error(ErrorCode::kInvalidArgument,
+                        std::string("the legacy pattern quantizes the lookup's output to a per-tensor activation; "
+                                    "weight-only scheme ") +
+                            scheme.name() + " has none (its lookups return floats): use --pattern auto or optimized, "
+                            "or an activation scheme (16a" + std::to_string(scheme.weight_bits()) + "w, 8a" +
+                            std::to_string(scheme.weight_bits()) + "w)");
+    PatternChoice out;
+    out.pattern = Pattern::kOptimized;
+    out.reason = std::string("weight-only scheme ") + scheme.name() +
+                 ": float outputs (DequantizeLinear -> Gather), served by qemb's runtime and ONNX export; not a "
+                 "QNN pattern (QNN graphs take the activation schemes), so the target SDK version is not consulted";
+    return out;
+  }
   const SdkVersion needed = optimized_pattern_min_version();
   const std::string version_text =
       target.version ? target.version->to_string() + " [" + target.source + "]" : "unknown";
@@ -164,6 +188,10 @@ Result<PatternChoice> choose_pattern(Pattern requested, const TargetVersion& tar
       }
       break;
   }
+  if (scheme.weight_bits() == 2)
+    out.reason += "; QNN's op definitions we could read document 2-bit per-channel weights only for "
+                  "FullyConnected (a8w2, SDK 2.49): whether a target's Gather and Convert take a 2-bit weight is "
+                  "not documented there, so check it on the device";
   return out;
 }
 
@@ -185,7 +213,9 @@ Result<LoweredEmbedding> lower_embedding(const PcqTable& table, const Activation
                           " scales and " + std::to_string(table.rows * table.dim) +
                           " values, it has " + std::to_string(table.scales.size()) + " and " +
                           std::to_string(table.q.size()));
-  return lower_embedding(make_pcq_weight_tensor("weight", table), act, target, options);
+  EmbeddingLoweringOptions o = options;
+  o.scheme = table.scheme;
+  return lower_embedding(make_pcq_weight_tensor("weight", table), act, target, o);
 }
 
 Result<LoweredEmbedding> lower_embedding(Tensor weight, const ActivationEncoding& act,
@@ -195,22 +225,29 @@ Result<LoweredEmbedding> lower_embedding(Tensor weight, const ActivationEncoding
     return make_error(ErrorCode::kInvalidArgument, "embedding node name is empty");
   if (weight.kind != TensorKind::kStatic || weight.dtype != DataType::kSFixedPoint8 ||
       weight.shape.size() != 2 || !weight.encoding.is_per_axis() || weight.encoding.axis != 0 ||
-      (weight.encoding.bitwidth != 4 && weight.encoding.bitwidth != 8))
+      weight.encoding.bitwidth != options.scheme.weight_bits())
     return make_error(ErrorCode::kInvalidArgument,
                       "the embedding weight must be a STATIC 2-D SFIXED_POINT_8 tensor with a per-axis "
-                      "(axis 0) 4- or 8-bit encoding");
+                      "(axis 0) encoding of the scheme's " + std::to_string(options.scheme.weight_bits()) +
+                          " bits (scheme " + options.scheme.name() + ")");
+  if (!options.scheme.weight_only() && act.bits != options.scheme.activation_bits())
+    return make_error(ErrorCode::kInvalidArgument,
+                      "the activation encoding has " + std::to_string(act.bits) + " bits; scheme " +
+                          options.scheme.name() + " outputs " + std::to_string(options.scheme.activation_bits()));
   if (weight.shape[0] <= 0 || weight.shape[1] <= 0)
     return make_error(ErrorCode::kInvalidArgument,
                       "embedding table is empty (" + std::to_string(weight.shape[0]) + " x " +
                           std::to_string(weight.shape[1]) + ")");
   const std::string& n = options.name;
-  QEMB_ASSIGN_OR_RETURN(const PatternChoice choice, choose_pattern(options.pattern, target, n));
+  QEMB_ASSIGN_OR_RETURN(const PatternChoice choice, choose_pattern(options.pattern, target, n, options.scheme));
   LoweredEmbedding out;
   out.pattern = choice.pattern;
   out.reason = choice.reason;
-  out.graph = out.pattern == Pattern::kOptimized ? optimized_graph(std::move(weight), act, n)
+  const bool weight_only = options.scheme.weight_only();
+  out.graph = out.pattern == Pattern::kOptimized ? optimized_graph(std::move(weight), act, n, weight_only)
                                                  : legacy_graph(std::move(weight), act, n);
-  QEMB_RETURN_IF_ERROR(validate_for_target(out.graph, target.version));
+  // A weight-only graph is no QNN graph: there is no target to validate for.
+  if (!weight_only) QEMB_RETURN_IF_ERROR(validate_for_target(out.graph, target.version));
   QEMB_RETURN_IF_ERROR(out.graph.check());
   return out;
 }
@@ -221,8 +258,9 @@ Result<LoweredEmbedding> lower_per_tensor_embedding(const std::vector<int8_t>& q
                                                     const EmbeddingLoweringOptions& options) {
   if (rows <= 0 || dim <= 0 || q.size() != static_cast<size_t>(rows * dim))
     return make_error(ErrorCode::kInvalidArgument, "per-tensor table has the wrong size");
-  if (bitwidth != 4 && bitwidth != 8)
-    return make_error(ErrorCode::kInvalidArgument, "weight bitwidth must be 4 or 8");
+  if (find_storage_format(DataType::kSFixedPoint8, bitwidth) == nullptr)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "weight bitwidth must be " + storage_widths(DataType::kSFixedPoint8));
   if (options.name.empty())
     return make_error(ErrorCode::kInvalidArgument, "embedding node name is empty");
   const std::string& n = options.name;
@@ -244,7 +282,7 @@ Result<LoweredEmbedding> lower_per_tensor_embedding(const std::vector<int8_t>& q
   out.reason = "per-tensor weights lower to a single Gather on every SDK";
   out.graph.add_tensor(std::move(w));
   out.graph.add_tensor(indices_tensor(n));
-  out.graph.add_tensor(activation_tensor(n, TensorKind::kAppRead, {0, dim}, act));
+  out.graph.add_tensor(activation_tensor(n, TensorKind::kAppRead, {0, dim}, act, false));
   out.graph.add_op(gather(n, n + "_weight", n + "_indices", n));
   QEMB_RETURN_IF_ERROR(out.graph.check());
   return out;

@@ -23,6 +23,9 @@ Status validate_for_target(const Graph& graph, const std::optional<SdkVersion>& 
 struct EmbeddingLoweringOptions {
   std::string name = "embedding";  // node name N
   Pattern pattern = Pattern::kAuto;
+  // What the weight holds and the lookup returns: the weight's bit width, and
+  // uint16 / uint8 activations in `act` or (weight-only) FLOAT_32 outputs.
+  Scheme scheme = Scheme::k16a4w;
 };
 
 struct LoweredEmbedding {

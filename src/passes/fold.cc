@@ -11,17 +11,28 @@ namespace qemb {
 
 std::optional<ConvertFold> ConvertFold::of(const Tensor& in, const Tensor& out) {
   if (in.kind != TensorKind::kStatic || !in.encoding.is_per_axis() || in.encoding.axis != 0 || in.interleaved() ||
-      in.shape.size() != 2 || out.shape != in.shape || out.kind == TensorKind::kAppRead ||
-      out.dtype != DataType::kUFixedPoint16 || !out.encoding.is_per_tensor() || out.bitwidth() != 16)
+      in.shape.size() != 2 || out.shape != in.shape || out.kind == TensorKind::kAppRead)
     return std::nullopt;
+  const bool floats = out.dtype == DataType::kFloat32 && out.encoding.type == Encoding::Type::kNone;
+  const bool act = (out.dtype == DataType::kUFixedPoint16 || out.dtype == DataType::kUFixedPoint8) &&
+                   out.encoding.is_per_tensor() && out.format() != nullptr;
+  if (!floats && !act) return std::nullopt;
   const int64_t rows = in.shape[0];
   if (in.encoding.scales.size() != static_cast<size_t>(rows) ||
       !std::all_of(in.encoding.offsets.begin(), in.encoding.offsets.end(), [](int32_t o) { return o == 0; }))
     return std::nullopt;
-  const WeightKernels* k = weight_kernels(in.format());
-  if (k == nullptr) return std::nullopt;
-  return ConvertFold(in.shape[1], ActivationEncoding{out.encoding.scale, -out.encoding.offset},
-                     best_kernels().*(k->requant_gather_u16));
+  if (weight_kernels(in.format()) == nullptr) return std::nullopt;
+  ActivationEncoding a;
+  if (act) {
+    a.scale = out.encoding.scale;
+    a.zero_point = -out.encoding.offset;
+    a.bits = out.bitwidth();
+  }
+  const std::optional<GatherKernel> k =
+      floats ? find_kernel(KernelFamily::kWeightOnly, in.bitwidth(), 0, KernelForm::kF32)
+             : find_kernel(KernelFamily::kOptimized, in.bitwidth(), a.bits, a.bits == 8 ? KernelForm::kU8 : KernelForm::kU16);
+  if (!k) return std::nullopt;
+  return ConvertFold(in.shape[1], a, *k, floats ? 4 : static_cast<size_t>(a.bits / 8));
 }
 
 std::optional<ConvertFold> ConvertFold::find(const Graph& graph, size_t* op) {
@@ -39,7 +50,7 @@ std::optional<ConvertFold> ConvertFold::find(const Graph& graph, size_t* op) {
   return std::nullopt;
 }
 
-void ConvertFold::fold_rows(const uint8_t* weights, const float* row_scales, int64_t n, uint16_t* out) const {
+void ConvertFold::fold_rows(const uint8_t* weights, const float* row_scales, int64_t n, void* out) const {
   // The gather over ids 0..n-1 of these rows is the Convert of each row.
   thread_local std::vector<int64_t> ids;
   if (ids.size() < static_cast<size_t>(n)) {
@@ -52,7 +63,18 @@ void ConvertFold::fold_rows(const uint8_t* weights, const float* row_scales, int
   params.row_scales = row_scales;
   params.dim = static_cast<size_t>(dim_);
   params.act = act_;
-  gather_(params, ids.data(), static_cast<size_t>(n), out);
+  const KernelSet& k = best_kernels();
+  switch (kernel_row(kernel_).form) {
+    case KernelForm::kU16:
+      kernel_fn<RequantGatherU16Fn>(k, kernel_)(params, ids.data(), static_cast<size_t>(n), static_cast<uint16_t*>(out));
+      break;
+    case KernelForm::kU8:
+      kernel_fn<RequantGatherU8Fn>(k, kernel_)(params, ids.data(), static_cast<size_t>(n), static_cast<uint8_t*>(out));
+      break;
+    default:
+      kernel_fn<RequantGatherF32Fn>(k, kernel_)(params, ids.data(), static_cast<size_t>(n), static_cast<float*>(out));
+      break;
+  }
 }
 
 Status replace_with_constant(Graph& graph, size_t op, std::shared_ptr<const Buffer> data) {
@@ -98,7 +120,7 @@ Status fold_static_converts(Graph& graph) {
       QEMB_RETURN_IF_ERROR(parallel_rows(rows, row_chunk(dim), threads, "fold", nullptr,
                                          [&](int, int64_t begin, int64_t end) {
         fold->fold_rows(weights + static_cast<size_t>(begin) * in_row, in->encoding.scales.data() + begin,
-                        end - begin, reinterpret_cast<uint16_t*>(data.data() + static_cast<size_t>(begin) * out_row));
+                        end - begin, data.data() + static_cast<size_t>(begin) * out_row);
         return Status::Ok();
       }));
     } else {

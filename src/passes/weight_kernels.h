@@ -22,8 +22,6 @@ struct WeightKernels {
   // amax (the *_own_scale kernels: no clamp).
   void (*quantize_own_row_bf16)(const QuantizeKernelSet& set, const uint8_t* row, size_t dim, float scale,
                                 uint8_t* out);
-  // The optimized pattern's requantizing gather into uint16.
-  RequantGatherU16Fn KernelSet::*requant_gather_u16;
 };
 
 // The entry for `format`, or nullptr when no kernel stores it (formats that

@@ -4,24 +4,6 @@
 
 namespace qemb {
 
-const char* to_string(Scheme s) {
-  switch (s) {
-    case Scheme::k16a8w: return "16a8w";
-    case Scheme::k16a4w: return "16a4w";
-  }
-  return "?";
-}
-
-Result<Scheme> parse_scheme(const std::string& s) {
-  if (s == "16a8w") return Scheme::k16a8w;
-  if (s == "16a4w") return Scheme::k16a4w;
-  return make_error(ErrorCode::kInvalidArgument,
-                    "unknown scheme '" + s + "': expected 16a4w or 16a8w");
-}
-
-int weight_bits(Scheme s) { return s == Scheme::k16a8w ? 8 : 4; }
-int weight_qmax(Scheme s) { return s == Scheme::k16a8w ? 127 : 7; }
-
 float PcqTable::max_scale() const {
   float m = 0.0f;
   for (float s : scales) m = std::max(m, s);

@@ -172,12 +172,17 @@ Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOp
   r.batch = batch;
   r.cold = options.cold;
   r.row_bytes_read = table.row_bytes;
-  r.row_bytes_written = dim * (options.dequantize ? float_dtype_size(options.out_dtype) : 2);
+  // The table's own output unless dequantized: uint16, uint8, or a
+  // weight-only table's float32.
+  const int bits = runtime.activation_bits();
+  const bool native_floats = !options.dequantize && bits == 0;
+  r.row_bytes_written = dim * (options.dequantize ? float_dtype_size(options.out_dtype) : bits == 0 ? 4 : bits / 8);
   r.baseline_row_bytes = table.row_bytes;
 
   // uint16 activations or half-precision bits; float32.
-  const bool wide = options.dequantize && options.out_dtype == FloatDtype::kF32;
-  std::vector<uint16_t> out16(wide ? 0 : batch * dim);
+  const bool wide = native_floats || (options.dequantize && options.out_dtype == FloatDtype::kF32);
+  std::vector<uint16_t> out16(wide || bits == 8 ? 0 : batch * dim);
+  std::vector<uint8_t> out8(!options.dequantize && bits == 8 ? batch * dim : 0);
   std::vector<float> out32(wide ? batch * dim : 0);
   std::vector<uint8_t> copy(batch * table.row_bytes);
   std::unique_ptr<WorkerPool> pool;
@@ -209,7 +214,8 @@ Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOp
       t.boundaries = std::span<const int64_t>(offsets);
       s = embedding_bag(t, pooled.data());
     } else {
-      if (!options.dequantize) s = runtime.lookup(span, out16.data());
+      if (!options.dequantize && bits == 16) s = runtime.lookup(span, out16.data());
+      else if (!options.dequantize && bits == 8) s = runtime.lookup(span, out8.data());
       else if (wide) s = runtime.lookup_dequantized(span, out32.data());
       else s = runtime.lookup_dequantized(span, options.out_dtype, out16.data());
     }

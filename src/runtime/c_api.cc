@@ -59,6 +59,8 @@ qemb_status lookup(const qemb_runtime* runtime, const Id* ids, size_t count, Out
     if constexpr (std::is_same_v<Out, uint16_t>) {
       if (half != qemb::FloatDtype::kF32) return report(runtime->rt->lookup_dequantized(span, half, out), err, err_size);
       return report(runtime->rt->lookup(span, out), err, err_size);
+    } else if constexpr (std::is_same_v<Out, uint8_t>) {
+      return report(runtime->rt->lookup(span, out), err, err_size);
     } else {
       return report(runtime->rt->lookup_dequantized(span, out), err, err_size);
     }
@@ -286,6 +288,15 @@ qemb_status qemb_lookup_i64_u16(const qemb_runtime* runtime, const int64_t* ids,
                                 char* err, size_t err_size) {
   return lookup(runtime, ids, count, out, err, err_size);
 }
+qemb_status qemb_lookup_i32_u8(const qemb_runtime* runtime, const int32_t* ids, size_t count, uint8_t* out,
+                               char* err, size_t err_size) {
+  return lookup(runtime, ids, count, out, err, err_size);
+}
+qemb_status qemb_lookup_i64_u8(const qemb_runtime* runtime, const int64_t* ids, size_t count, uint8_t* out,
+                               char* err, size_t err_size) {
+  return lookup(runtime, ids, count, out, err, err_size);
+}
+int qemb_runtime_activation_bits(const qemb_runtime* runtime) { return runtime ? runtime->rt->activation_bits() : 0; }
 qemb_status qemb_lookup_i32_f32(const qemb_runtime* runtime, const int32_t* ids, size_t count, float* out,
                                 char* err, size_t err_size) {
   return lookup(runtime, ids, count, out, err, err_size);

@@ -188,12 +188,13 @@ struct BagKernel {
 
 BagKernel bag_kernel(const EmbeddingTable::Impl& impl) {
   const KernelSet& k = *impl.runtime->kernels;
-  return {kernel_fn<BagI64Fn>(k, impl.plan.bag_i64_kernel), kernel_fn<BagI32Fn>(k, impl.plan.bag_i32_kernel)};
+  return {kernel_fn<BagI64Fn>(k, *impl.plan.bag_i64_kernel), kernel_fn<BagI32Fn>(k, *impl.plan.bag_i32_kernel)};
 }
 
 // A graph only the reference interpreter runs: look the chunk's ids (the
-// private copy `ids`, which bag.offsets index) up into uint16 rows, then pool
-// those rows with the scalar reference.
+// private copy `ids`, which bag.offsets index) up into rows of the output
+// (uint16, uint8 or float), then pool those rows with the scalar reference
+// of that materialized table.
 Status pool_interpreted(const PreparedTable& p, const int64_t* chunk_ids, const BagParams& bag, float* out) {
   const int64_t lo = bag.offsets[0], hi = bag.offsets[bag.bags];
   const size_t m = static_cast<size_t>(hi - lo);
@@ -203,11 +204,10 @@ Status pool_interpreted(const PreparedTable& p, const int64_t* chunk_ids, const 
     // Padding ids point at an extra row the kernel skips by its index.
     positions[i] = ids[i] == p.padding ? static_cast<int64_t>(m) : static_cast<int64_t>(i);
   }
-  std::vector<uint16_t> rows((m + 1) * p.dim, 0);
-  if (m > 0) {
-    QEMB_RETURN_IF_ERROR(interpret_graph(*p.impl->graph, p.impl->sig, ids,
-                                         reinterpret_cast<uint8_t*>(rows.data())));
-  }
+  const int bits = p.impl->plan.output_bits;
+  const int table_bits = bits == 0 ? 32 : bits;
+  std::vector<uint8_t> rows((m + 1) * p.dim * static_cast<size_t>(table_bits / 8), 0);
+  if (m > 0) QEMB_RETURN_IF_ERROR(interpret_graph(*p.impl->graph, p.impl->sig, ids, rows.data()));
   std::vector<int64_t> offsets(bag.bags + 1);
   for (size_t b = 0; b <= bag.bags; ++b) offsets[b] = bag.offsets[b] - lo;
   BagParams local = bag;
@@ -216,10 +216,12 @@ Status pool_interpreted(const PreparedTable& p, const int64_t* chunk_ids, const 
   local.padding_idx = static_cast<int64_t>(m);
   if (bag.weights) local.weights = bag.weights + lo;
   RequantGatherParams table;
-  table.weights = reinterpret_cast<const uint8_t*>(rows.data());
+  table.weights = rows.data();
   table.dim = p.dim;
   table.act = p.impl->plan.act;
-  scalar_reference_kernels().bag_u16_i64(table, positions.data(), local, out);
+  const std::optional<GatherKernel> k = find_kernel(KernelFamily::kMaterialized, table_bits, bits, KernelForm::kBagI64);
+  if (!k) return make_error(ErrorCode::kInternal, "no reference pools a table of " + std::to_string(table_bits) + "-bit values");
+  kernel_fn<BagI64Fn>(scalar_reference_kernels(), *k)(table, positions.data(), local, out);
   return Status::Ok();
 }
 
@@ -426,7 +428,7 @@ const EmbeddingTable* bag_table(const TableBags& bags) {
 std::string bag_kernel_name(const EmbeddingTable& table) {
   const EmbeddingTable::Impl& impl = table_impl(table);
   if (impl.plan.kind == ExecutionPlan::Kind::kInterpreted) return "reference_interpreter";
-  return kernel_name(*impl.runtime->kernels, impl.plan.bag_i64_kernel);
+  return kernel_name(*impl.runtime->kernels, *impl.plan.bag_i64_kernel);
 }
 
 Status check_bags(std::span<const TableBags> tables) {

@@ -51,8 +51,11 @@ nlohmann::json describe_artifact(const EmbeddingRuntime& runtime) {
   j["collapsed_rows"] = meta("collapsed_rows");
   j["vocab_size"] = runtime.vocab_size();
   j["dim"] = runtime.dim();
-  j["act_scale"] = runtime.activation().scale;
-  j["act_offset"] = runtime.activation().offset();
+  // The output: act_bits 16 / 8 (uint16 / uint8 activations in act_scale,
+  // act_offset), or 0 for a weight-only table's floats (no encoding: null).
+  j["act_bits"] = runtime.activation_bits();
+  j["act_scale"] = runtime.activation_bits() ? json(runtime.activation().scale) : json();
+  j["act_offset"] = runtime.activation_bits() ? json(runtime.activation().offset()) : json();
   j["source"] = meta("source");
   j["calibration"] = meta("calibration");
   j["kernel"] = runtime.kernel_name();
@@ -104,8 +107,9 @@ nlohmann::json describe_artifact(const EmbeddingRuntime& runtime) {
                       {"collapsed_rows", tmeta("collapsed_rows")},
                       {"vocab_size", t.vocab_size()},
                       {"dim", t.dim()},
-                      {"act_scale", t.activation().scale},
-                      {"act_offset", t.activation().offset()},
+                      {"act_bits", t.activation_bits()},
+                      {"act_scale", t.activation_bits() ? json(t.activation().scale) : json()},
+                      {"act_offset", t.activation_bits() ? json(t.activation().offset()) : json()},
                       {"source", tmeta("source")},
                       {"kernel", t.kernel_name()}});
   }
@@ -133,9 +137,12 @@ std::string describe_artifact_text(const EmbeddingRuntime& runtime) {
   if (j["collapsed_rows"].is_number_integer() && j["collapsed_rows"].get<int64_t>() > 0)
     os << "collapsed:    " << j["collapsed_rows"].get<int64_t>() << " rows read back as a constant (the legacy "
        << "pattern's max-scale approximation; the optimized pattern, QNN SDK >= 2.48, keeps them)\n";
-  os
-     << "activation:   scale=" << runtime.activation().scale << " offset=" << runtime.activation().offset() << "\n"
-     << "kernel:       " << runtime.kernel_name() << "\n";
+  if (runtime.activation_bits() == 0)
+    os << "activation:   none (weight-only: lookups return y = s_r * q as float)\n";
+  else
+    os << "activation:   uint" << runtime.activation_bits() << " scale=" << runtime.activation().scale
+       << " offset=" << runtime.activation().offset() << "\n";
+  os << "kernel:       " << runtime.kernel_name() << "\n";
   for (const Tensor& t : runtime.artifact().graph->tensors)
     if (t.interleaved())
       os << "storage:      '" << escape_control(t.name) << "' row-interleaved, " << t.row_stride

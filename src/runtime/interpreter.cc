@@ -19,19 +19,29 @@ Result<GraphSignature> graph_signature(const Graph& graph) {
       sig.indices = &t;
     } else if (t.kind == TensorKind::kAppRead) {
       if (sig.output) return make_error(ErrorCode::kUnsupported, "the graph has more than one output");
-      if (t.shape.size() != 2 || t.dtype != DataType::kUFixedPoint16 || !t.encoding.is_per_tensor())
+      // An activation-quantized output (uint16 / uint8, per-tensor), or the
+      // float output of a weight-only scheme (no encoding).
+      const bool activation = (t.dtype == DataType::kUFixedPoint16 || t.dtype == DataType::kUFixedPoint8) &&
+                              t.encoding.is_per_tensor() && t.format() != nullptr;
+      const bool floats = t.dtype == DataType::kFloat32 && t.encoding.type == Encoding::Type::kNone;
+      if (t.shape.size() != 2 || !(activation || floats))
         return make_error(ErrorCode::kUnsupported,
-                          "graph output '" + t.name + "' is not a [N, D] UFIXED_POINT_16 tensor");
+                          "graph output '" + t.name +
+                              "' is not a [N, D] UFIXED_POINT_16 or UFIXED_POINT_8 tensor with a per-tensor "
+                              "encoding, nor a FLOAT_32 one");
       sig.output = &t;
     }
   }
   if (!sig.indices || !sig.output)
     return make_error(ErrorCode::kUnsupported, "the graph has no INT_32 input or no output");
-  // zero_point = -offset must be a uint16 value (and -INT32_MIN does not exist).
-  if (sig.output->encoding.offset > 0 || sig.output->encoding.offset < -65535)
+  // zero_point = -offset must be a value of the output type (and -INT32_MIN
+  // does not exist).
+  if (const StorageFormat* f = sig.output->format(); f != nullptr && sig.output->dtype != DataType::kFloat32 &&
+      (sig.output->encoding.offset > 0 || sig.output->encoding.offset < -f->qmax))
     return make_error(ErrorCode::kUnsupported, "graph output '" + sig.output->name + "' has offset " +
-                                                   std::to_string(sig.output->encoding.offset) +
-                                                   "; a uint16 output needs an offset in [-65535, 0]");
+                                                   std::to_string(sig.output->encoding.offset) + "; a " + f->name +
+                                                   " output needs an offset in [-" + std::to_string(f->qmax) +
+                                                   ", 0]");
   sig.dim = sig.output->shape[1];
   // The table is the first op's STATIC input.
   for (const Op& op : graph.ops) {

@@ -51,8 +51,12 @@ bool select_gather(const Op& op, const Graph& g, KernelChoice& c) {
   const Tensor* table = g.find_tensor(op.inputs[0]);
   const Tensor* out = g.find_tensor(op.outputs[0]);
   if (table == nullptr || out == nullptr) return false;
-  if (table->kind == TensorKind::kStatic && table->dtype == DataType::kUFixedPoint16 &&
-      table->encoding == out->encoding && table->shape.size() == 2) {
+  // A materialized table already in the output's form: uint16 or uint8
+  // activations in the output's encoding, or a weight-only scheme's floats.
+  const bool same_form = table->dtype == out->dtype && table->encoding == out->encoding &&
+                         (table->dtype == DataType::kUFixedPoint16 || table->dtype == DataType::kUFixedPoint8 ||
+                          (table->dtype == DataType::kFloat32 && table->encoding.type == Encoding::Type::kNone));
+  if (table->kind == TensorKind::kStatic && same_form && table->shape.size() == 2 && !table->interleaved()) {
     c = {KernelChoice::State::kMaterialized, table, KernelFamily::kMaterialized, 0.0f};
     return true;
   }
@@ -75,7 +79,12 @@ bool select_requant_gather(const Op& op, const Graph& g, KernelChoice& c) {
   if (c.state != KernelChoice::State::kStart) return false;
   const Tensor* w = g.find_tensor(op.inputs[0]);
   if (!symmetric_per_axis_weight(w)) return false;
-  if (!op.intermediate) {
+  const Tensor* out = g.find_tensor(op.outputs[0]);
+  if (out == nullptr) return false;
+  if (out->dtype == DataType::kFloat32) {  // weight-only: y = s_r * q, no activation step
+    if (op.intermediate) return false;
+    c = {KernelChoice::State::kFused, w, KernelFamily::kWeightOnly, 0.0f};
+  } else if (!op.intermediate) {
     c = {KernelChoice::State::kFused, w, KernelFamily::kOptimized, 0.0f};
   } else if (legacy_intermediate_matches(*op.intermediate, *w)) {
     c = {KernelChoice::State::kFused, w, KernelFamily::kLegacy, op.intermediate->scale};

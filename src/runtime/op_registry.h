@@ -18,12 +18,12 @@ namespace qemb {
 struct KernelChoice {
   enum class State {
     kStart,           // no op yet
-    kMaterialized,    // a gather of the uint16 table: gather_u16*
+    kMaterialized,    // a gather of a materialized table: gather_u16*, gather_u8*, gather_f32*
     kLegacyGathered,  // a gather into the legacy intermediate; a Convert must follow
-    kFused,           // a requantizing gather: requant_* or legacy_*
+    kFused,           // a requantizing gather: requant_*, legacy_* or dequant_*
   };
   State state = State::kStart;
-  const Tensor* table = nullptr;  // the uint16 table or the PCQ weight
+  const Tensor* table = nullptr;  // the materialized table or the PCQ weight
   KernelFamily family = KernelFamily::kMaterialized;
   float max_scale = 0.0f;  // the legacy intermediate's scale
 };

@@ -24,28 +24,34 @@ namespace {
 
 ActivationEncoding act_of(const Tensor& out) {
   ActivationEncoding a;
+  if (out.dtype == DataType::kFloat32) {  // weight-only: no activation step
+    a.bits = 0;
+    return a;
+  }
   a.scale = out.encoding.scale;
   a.zero_point = -out.encoding.offset;
+  a.bits = out.bitwidth();
   return a;
 }
 
-// The kernels of `family` at `bits` for every form; false when the list has
-// none (the plan then stays on the interpreter).
-bool set_kernels(ExecutionPlan& plan, KernelFamily family, int bits) {
-  const std::optional<GatherKernel> u16 = find_kernel(family, bits, KernelForm::kU16),
-                                    f32 = find_kernel(family, bits, KernelForm::kF32),
-                                    f16 = find_kernel(family, bits, KernelForm::kF16),
-                                    bf16 = find_kernel(family, bits, KernelForm::kBF16),
-                                    bag_i32 = find_kernel(family, bits, KernelForm::kBagI32),
-                                    bag_i64 = find_kernel(family, bits, KernelForm::kBagI64);
-  if (!u16 || !f32 || !f16 || !bf16 || !bag_i32 || !bag_i64) return false;
-  plan.u16_kernel = *u16;
-  plan.f32_kernel = *f32;
-  plan.f16_kernel = *f16;
-  plan.bf16_kernel = *bf16;
-  plan.bag_i32_kernel = *bag_i32;
-  plan.bag_i64_kernel = *bag_i64;
-  return true;
+// 16 / 8 for an activation-quantized output, 0 for a float one.
+int output_bits_of(const Tensor& out) { return out.dtype == DataType::kFloat32 ? 0 : out.bitwidth(); }
+
+// The kernels of `family` over a `weight_bits` table for every form the
+// list has; false when it lacks one a lookup of this output needs (the
+// output's own form, the float forms and the bags): the plan then stays on
+// the interpreter.
+bool set_kernels(ExecutionPlan& plan, KernelFamily family, int weight_bits) {
+  const int a = plan.output_bits;
+  plan.u16_kernel = find_kernel(family, weight_bits, a, KernelForm::kU16);
+  plan.u8_kernel = find_kernel(family, weight_bits, a, KernelForm::kU8);
+  plan.f32_kernel = find_kernel(family, weight_bits, a, KernelForm::kF32);
+  plan.f16_kernel = find_kernel(family, weight_bits, a, KernelForm::kF16);
+  plan.bf16_kernel = find_kernel(family, weight_bits, a, KernelForm::kBF16);
+  plan.bag_i32_kernel = find_kernel(family, weight_bits, a, KernelForm::kBagI32);
+  plan.bag_i64_kernel = find_kernel(family, weight_bits, a, KernelForm::kBagI64);
+  return plan.native_kernel() && plan.f32_kernel && plan.f16_kernel && plan.bf16_kernel && plan.bag_i32_kernel &&
+         plan.bag_i64_kernel;
 }
 
 void set_requant(ExecutionPlan& plan, const Tensor& weight, KernelFamily family, float max_scale) {
@@ -72,15 +78,25 @@ void set_requant(ExecutionPlan& plan, const Tensor& weight, KernelFamily family,
 ExecutionPlan plan_for(const Graph& g, const GraphSignature& sig) {
   ExecutionPlan plan;
   plan.act = act_of(*sig.output);  // graph_signature checked the offset
+  plan.output_bits = output_bits_of(*sig.output);
   KernelChoice choice;
   for (const Op& op : g.ops) {
     const OpRegistration* reg = find_op(op.type);
     if (reg == nullptr || !reg->select(op, g, choice)) return plan;
   }
   if (choice.state == KernelChoice::State::kMaterialized) {
-    if (!set_kernels(plan, KernelFamily::kMaterialized, 16)) return plan;
-    plan.kind = ExecutionPlan::Kind::kMaterialized;
-    plan.table = reinterpret_cast<const uint16_t*>(choice.table->data->data());
+    const Tensor& table = *choice.table;
+    if (!set_kernels(plan, KernelFamily::kMaterialized, table.bitwidth())) return plan;
+    if (table.dtype == DataType::kUFixedPoint16) {
+      plan.kind = ExecutionPlan::Kind::kMaterialized;
+      plan.table = reinterpret_cast<const uint16_t*>(table.data->data());
+    } else {  // a uint8 or float table, read through the params
+      plan.kind = ExecutionPlan::Kind::kRequant;
+      plan.requant.weights = table.data->data();
+      plan.requant.dim = static_cast<size_t>(table.shape[1]);
+      plan.requant.rows = static_cast<size_t>(table.shape[0]);
+      plan.requant.act = plan.act;
+    }
   } else if (choice.state == KernelChoice::State::kFused) {
     set_requant(plan, *choice.table, choice.family, choice.max_scale);
   }
@@ -113,11 +129,11 @@ constexpr size_t kMinValuesForThreads = 1 << 16;
 // outside the table. 256 ids are 2 KiB on the stack.
 constexpr size_t kIdChunk = 256;
 
-// What a lookup writes: uint16 activations, or dequantized values in one of
-// the float dtypes (the halves as uint16_t bit patterns).
-enum class OutKind { kU16, kF32, kF16, kBF16 };
+// What a lookup writes: uint16 or uint8 activations, or dequantized values
+// in one of the float dtypes (the halves as uint16_t bit patterns).
+enum class OutKind { kU16, kF32, kF16, kBF16, kU8 };
 template <OutKind K>
-using OutT = std::conditional_t<K == OutKind::kF32, float, uint16_t>;
+using OutT = std::conditional_t<K == OutKind::kF32, float, std::conditional_t<K == OutKind::kU8, uint8_t, uint16_t>>;
 
 // The first id that failed its check in the private copy (ids changed while
 // the lookup read them); tasks on several threads may report one.
@@ -163,25 +179,54 @@ struct KernelCall {
     }
   }
   void gather(const int64_t* id, size_t count, OutT<K>* o) const {
-    const bool materialized = plan->kind == ExecutionPlan::Kind::kMaterialized;
+    if (plan->kind == ExecutionPlan::Kind::kMaterialized) {  // the uint16 table
+      if constexpr (K == OutKind::kU16) {
+        kernels->gather_u16(plan->table, dim, id, count, o);
+      } else if constexpr (K == OutKind::kF32) {
+        kernels->gather_u16_f32(plan->table, dim, plan->act, id, count, o);
+      } else if constexpr (K == OutKind::kF16) {
+        kernels->gather_u16_f16(plan->table, dim, plan->act, id, count, o);
+      } else if constexpr (K == OutKind::kBF16) {
+        kernels->gather_u16_bf16(plan->table, dim, plan->act, id, count, o);
+      }
+      return;
+    }
+    // run_lookup checked that the plan has this form's kernel.
     if constexpr (K == OutKind::kU16) {
-      if (materialized) kernels->gather_u16(plan->table, dim, id, count, o);
-      else kernel_fn<RequantGatherU16Fn>(*kernels, plan->u16_kernel)(plan->requant, id, count, o);
+      kernel_fn<RequantGatherU16Fn>(*kernels, *plan->u16_kernel)(plan->requant, id, count, o);
+    } else if constexpr (K == OutKind::kU8) {
+      kernel_fn<RequantGatherU8Fn>(*kernels, *plan->u8_kernel)(plan->requant, id, count, o);
     } else if constexpr (K == OutKind::kF32) {
-      if (materialized) kernels->gather_u16_f32(plan->table, dim, plan->act, id, count, o);
-      else kernel_fn<RequantGatherF32Fn>(*kernels, plan->f32_kernel)(plan->requant, id, count, o);
+      kernel_fn<RequantGatherF32Fn>(*kernels, *plan->f32_kernel)(plan->requant, id, count, o);
     } else if constexpr (K == OutKind::kF16) {
-      if (materialized) kernels->gather_u16_f16(plan->table, dim, plan->act, id, count, o);
-      else kernel_fn<RequantGatherHalfFn>(*kernels, plan->f16_kernel)(plan->requant, id, count, o);
+      kernel_fn<RequantGatherHalfFn>(*kernels, *plan->f16_kernel)(plan->requant, id, count, o);
     } else {
-      if (materialized) kernels->gather_u16_bf16(plan->table, dim, plan->act, id, count, o);
-      else kernel_fn<RequantGatherHalfFn>(*kernels, plan->bf16_kernel)(plan->requant, id, count, o);
+      kernel_fn<RequantGatherHalfFn>(*kernels, *plan->bf16_kernel)(plan->requant, id, count, o);
     }
   }
   static void task(void* ctx, size_t begin, size_t count) {
     static_cast<const KernelCall*>(ctx)->run(begin, count);
   }
 };
+
+// A lookup of activations must match the table's output: uint16 or uint8,
+// or none (weight-only tables return floats).
+Status check_output_form(const EmbeddingTable::Impl& impl, int bits) {
+  const int have = impl.plan.output_bits;
+  if (have == bits) return Status::Ok();
+  const std::string scheme = impl.metadata.contains("scheme") && impl.metadata["scheme"].is_string()
+                                 ? " (scheme " + impl.metadata["scheme"].get<std::string>() + ")"
+                                 : "";
+  if (have == 0)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "table '" + impl.name + "' is weight-only" + scheme +
+                          ": its lookups return floats, not uint" + std::to_string(bits) +
+                          " activations; call lookup_dequantized");
+  return make_error(ErrorCode::kInvalidArgument,
+                    "table '" + impl.name + "' returns uint" + std::to_string(have) + " activations" + scheme +
+                        ", not uint" + std::to_string(bits) + ": pass a uint" + std::to_string(have) +
+                        "_t buffer to lookup, or call lookup_dequantized");
+}
 
 // Checks the ids where the caller keeps them (so that on a bad id nothing is
 // written), refuses an output sharing memory with them, then runs the lookup
@@ -191,6 +236,7 @@ Status run_lookup(const EmbeddingTable::Impl& impl, std::span<const Id> ids, Out
   const size_t n = ids.size();
   const size_t dim = static_cast<size_t>(impl.sig.dim);
   const int64_t vocab = impl.sig.vocab;
+  if constexpr (K == OutKind::kU16 || K == OutKind::kU8) QEMB_RETURN_IF_ERROR(check_output_form(impl, K == OutKind::kU16 ? 16 : 8));
   if (n == 0) return Status::Ok();
   size_t out_bytes = 0;
   if (__builtin_mul_overflow(n, dim * sizeof(OutT<K>), &out_bytes)) out_bytes = SIZE_MAX;
@@ -218,14 +264,24 @@ Status run_lookup(const EmbeddingTable::Impl& impl, std::span<const Id> ids, Out
     copy_caller_ids(ids.data(), n, copy.data());
     for (size_t i = 0; i < n; ++i)
       if (copy[i] < 0 || copy[i] >= vocab) return changed_error(copy[i], i, vocab);
-    if constexpr (K == OutKind::kU16) {
+    if constexpr (K == OutKind::kU16 || K == OutKind::kU8) {
       return interpret_graph(*impl.graph, impl.sig, copy, reinterpret_cast<uint8_t*>(out));
     } else {
-      std::vector<uint16_t> q(n * dim);
-      QEMB_RETURN_IF_ERROR(
-          interpret_graph(*impl.graph, impl.sig, copy, reinterpret_cast<uint8_t*>(q.data())));
-      for (size_t i = 0; i < q.size(); ++i) {
-        const float y = dequantize_activation(q[i], impl.plan.act);
+      // The output in its own storage layout, then y of each value.
+      const int bits = impl.plan.output_bits;
+      std::vector<uint8_t> q(n * dim * (bits == 0 ? 4 : bits / 8));
+      QEMB_RETURN_IF_ERROR(interpret_graph(*impl.graph, impl.sig, copy, q.data()));
+      for (size_t i = 0; i < n * dim; ++i) {
+        float y;
+        if (bits == 0) {
+          std::memcpy(&y, q.data() + 4 * i, 4);
+        } else if (bits == 8) {
+          y = dequantize_activation(q[i], impl.plan.act);
+        } else {
+          uint16_t v;
+          std::memcpy(&v, q.data() + 2 * i, 2);
+          y = dequantize_activation(v, impl.plan.act);
+        }
         if constexpr (K == OutKind::kF32) out[i] = y;
         else if constexpr (K == OutKind::kF16) out[i] = float_to_f16(y);
         else out[i] = float_to_bf16(y);
@@ -316,12 +372,13 @@ Status plan_table(EmbeddingTable::Impl& t, const RuntimeOptions& options) {
   t.name = t.sig.output->name;
   t.plan = options.reference ? ExecutionPlan{} : plan_for(*t.graph, t.sig);
   t.plan.act = act_of(*t.sig.output);
+  t.plan.output_bits = output_bits_of(*t.sig.output);
   if (t.plan.kind == ExecutionPlan::Kind::kInterpreted) {
     t.kernel_name = "reference_interpreter";
     t.isa = "SCALAR";
   } else {
     t.isa = best_kernels().isa;
-    t.kernel_name = qemb::kernel_name(best_kernels(), t.plan.u16_kernel);
+    t.kernel_name = qemb::kernel_name(best_kernels(), *t.plan.native_kernel());
   }
   return Status::Ok();
 }
@@ -358,6 +415,13 @@ const nlohmann::json& EmbeddingTable::metadata() const { return impl_->metadata;
 Status EmbeddingTable::lookup(std::span<const int64_t> ids, uint16_t* out) const {
   return run_lookup<OutKind::kU16>(*impl_, ids, out);
 }
+Status EmbeddingTable::lookup(std::span<const int64_t> ids, uint8_t* out) const {
+  return run_lookup<OutKind::kU8>(*impl_, ids, out);
+}
+Status EmbeddingTable::lookup(std::span<const int32_t> ids, uint8_t* out) const {
+  return run_lookup<OutKind::kU8>(*impl_, ids, out);
+}
+int EmbeddingTable::activation_bits() const { return impl_->plan.output_bits; }
 Status EmbeddingTable::lookup(std::span<const int32_t> ids, uint16_t* out) const {
   return run_lookup<OutKind::kU16>(*impl_, ids, out);
 }
@@ -520,6 +584,9 @@ int EmbeddingRuntime::threads() const { return impl_->threads; }
 const LoadedArtifact& EmbeddingRuntime::artifact() const { return impl_->artifact; }
 
 Status EmbeddingRuntime::lookup(std::span<const int64_t> ids, uint16_t* out) const { return table(0).lookup(ids, out); }
+Status EmbeddingRuntime::lookup(std::span<const int64_t> ids, uint8_t* out) const { return table(0).lookup(ids, out); }
+Status EmbeddingRuntime::lookup(std::span<const int32_t> ids, uint8_t* out) const { return table(0).lookup(ids, out); }
+int EmbeddingRuntime::activation_bits() const { return table(0).activation_bits(); }
 Status EmbeddingRuntime::lookup(std::span<const int32_t> ids, uint16_t* out) const { return table(0).lookup(ids, out); }
 Status EmbeddingRuntime::lookup_dequantized(std::span<const int64_t> ids, float* out) const {
   return table(0).lookup_dequantized(ids, out);

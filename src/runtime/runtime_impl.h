@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,16 +18,21 @@ namespace qemb {
 struct ExecutionPlan {
   enum class Kind { kMaterialized, kRequant, kInterpreted };
   Kind kind = Kind::kInterpreted;
-  const uint16_t* table = nullptr;  // kMaterialized
-  RequantGatherParams requant;      // kRequant
-  // The kernel of each form, from the kernel list (find_kernel).
-  GatherKernel u16_kernel = GatherKernel::gather_u16;
-  GatherKernel f32_kernel = GatherKernel::gather_u16_f32;
-  GatherKernel f16_kernel = GatherKernel::gather_u16_f16;
-  GatherKernel bf16_kernel = GatherKernel::gather_u16_bf16;
-  GatherKernel bag_i32_kernel = GatherKernel::bag_u16_i32;
-  GatherKernel bag_i64_kernel = GatherKernel::bag_u16_i64;
+  const uint16_t* table = nullptr;  // kMaterialized: the uint16 table
+  // kRequant: every other kernel plan, all called with these params: fused
+  // rows, or a materialized uint8 / float table (weights: the table).
+  RequantGatherParams requant;
+  // The kernel of each form, from the kernel list (find_kernel); none where
+  // the list has no such form (a uint8 table has no uint16 gather).
+  std::optional<GatherKernel> u16_kernel, u8_kernel, f32_kernel, f16_kernel, bf16_kernel, bag_i32_kernel,
+      bag_i64_kernel;
   ActivationEncoding act;
+  // The output: 16 / 8 for uint16 / uint8 activations, 0 for floats (weight-only).
+  int output_bits = 16;
+  // The output's native form's kernel: what kernel_name() reports.
+  std::optional<GatherKernel> native_kernel() const {
+    return output_bits == 16 ? u16_kernel : output_bits == 8 ? u8_kernel : f32_kernel;
+  }
 };
 
 struct EmbeddingRuntime::Impl {

@@ -1,0 +1,419 @@
+// The kernels of the list's `generic` rows (kernels/kernels.h): every
+// scheme beyond the tuned 16-bit-activation kernels of gather_kernels.cc —
+// 2-bit weights, uint8 activations, weight-only float outputs — written once
+// over (family, weight bits, activation bits, output form) and compiled for
+// every Highway target. Each is bit-identical to the reference kernels
+// (numeric.h's formulas); the comments say why.
+//
+// Highway recompiles this file once per target (foreach_target.h); the
+// HWY_ONCE part exports the kernels and fills their KernelSet fields for
+// gather_kernels.cc, which builds the sets.
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/scheme_kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "core/ir.h"
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+#include "kernels/kernels.h"
+#include "kernels/requant-inl.h"
+#include "qemb/half.h"
+#include "qemb/numeric.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace qemb {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+namespace scheme {
+
+// Rows are random reads: start loading row i + kAheadRows while row i is
+// processed (as the tuned gathers do).
+constexpr size_t kAheadRows = 16;
+constexpr size_t kCacheLine = 64;
+constexpr size_t kMaxPrefetchBytes = 512;
+// Columns unpacked at a time into a stack buffer of int8 values.
+constexpr size_t kChunk = 256;
+
+// The stored bytes of one row of `dim` values of a table of weight bits W
+// (32: the float table; 8: int8 rows or the uint8 table).
+template <int W>
+constexpr size_t RowBytes(size_t dim) {
+  return (dim * static_cast<size_t>(W) + 7) / 8;
+}
+
+HWY_INLINE const uint8_t* RowAt(const RequantGatherParams& p, size_t r, size_t row_bytes) {
+  return p.weights + r * (p.row_stride ? p.row_stride : row_bytes);
+}
+HWY_INLINE float ScaleAt(const RequantGatherParams& p, size_t r) {
+  if (p.scale_stride == 0) return p.row_scales[r];
+  float s;
+  std::memcpy(&s, reinterpret_cast<const uint8_t*>(p.row_scales) + r * p.scale_stride, sizeof(s));
+  return s;
+}
+
+HWY_INLINE void PrefetchBytes(const uint8_t* first, size_t bytes) {
+  bytes = std::min(bytes, kMaxPrefetchBytes);
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(first) & ~uintptr_t{kCacheLine - 1};
+  const uintptr_t last = reinterpret_cast<uintptr_t>(first) + (bytes ? bytes - 1 : 0);
+  for (uintptr_t line = begin; line <= last; line += kCacheLine)
+    hwy::Prefetch(reinterpret_cast<const uint8_t*>(line));
+}
+
+// The lines of row r (and its scale, for the per-row families).
+template <KernelFamily F>
+HWY_INLINE void PrefetchRow(const RequantGatherParams& p, size_t r, size_t row_bytes) {
+  const uint8_t* w = RowAt(p, r, row_bytes);
+  if constexpr (F == KernelFamily::kMaterialized) {
+    PrefetchBytes(w, row_bytes);
+  } else if (p.scale_stride != 0 && p.scale_stride == p.row_stride) {
+    // Row-interleaved: the scale precedes the values in one record.
+    const uint8_t* s = reinterpret_cast<const uint8_t*>(p.row_scales) + r * p.scale_stride;
+    const uint8_t* lo = std::min(s, w);
+    PrefetchBytes(lo, static_cast<size_t>(std::max(s + sizeof(float), w + row_bytes) - lo));
+  } else {
+    PrefetchBytes(w, row_bytes);
+    hwy::Prefetch(p.scale_stride ? reinterpret_cast<const uint8_t*>(p.row_scales) + r * p.scale_stride
+                                 : reinterpret_cast<const uint8_t*>(p.row_scales + r));
+  }
+}
+
+// Columns [j0, j0 + m) of a packed row as int8 values; j0 is a multiple of
+// kChunk, so every chunk starts on a byte boundary.
+template <int W>
+HWY_INLINE void Unpack(const uint8_t* HWY_RESTRICT row, size_t j0, size_t m, int8_t* HWY_RESTRICT q) {
+  if constexpr (W == 8) {
+    std::memcpy(q, row + j0, m);
+  } else if constexpr (W == 4) {
+    const uint8_t* b = row + j0 / 2;
+    size_t i = 0;
+    for (; i + 2 <= m; i += 2, ++b) {
+      q[i] = static_cast<int8_t>(static_cast<int8_t>(*b << 4) >> 4);
+      q[i + 1] = static_cast<int8_t>(static_cast<int8_t>(*b) >> 4);
+    }
+    if (i < m) q[i] = static_cast<int8_t>(static_cast<int8_t>(*b << 4) >> 4);
+  } else {
+    static_assert(W == 2);
+    const uint8_t* b = row + j0 / 4;
+    for (size_t i = 0; i < m; ++i) {
+      const uint8_t field = static_cast<uint8_t>((b[i >> 2] >> (2 * (i & 3))) & 3);
+      q[i] = static_cast<int8_t>(static_cast<int8_t>(field << 6) >> 6);
+    }
+  }
+}
+
+// What a gather of form K stores per value: the activation (uint8 for A = 8,
+// uint16 for A = 16), float32, or the bits of a binary16 / bfloat16.
+template <int A, KernelForm K>
+using OutT = std::conditional_t<K == KernelForm::kF32, float,
+                                std::conditional_t<K == KernelForm::kU8, uint8_t, uint16_t>>;
+
+// The constants of one call, broadcast once.
+template <class DF>
+struct Consts {
+  Consts(DF df, const RequantGatherParams& p, int weight_qmax)
+      : act(p.act),
+        max_scale(p.max_scale),
+        weight_qmax(weight_qmax),
+        a(df, p.act),
+        legacy(df, p.max_scale, weight_qmax),
+        act_qmax(df, static_cast<float>(p.act.qmax())) {}
+  ActivationEncoding act;
+  float max_scale;
+  int weight_qmax;
+  ActivationVec<DF> a;
+  LegacyVec<DF> legacy;
+  Broadcast<DF> act_qmax;
+};
+
+// q_A(x) as an integer-valued float in [0, 2^A - 1]: numeric.h's
+// quantize_activation clamps rne(x * inv_sa) to +-2^20, adds zp in int32 and
+// clamps to [0, 2^A - 1]. Here r + zp is added in float and clamped in
+// float: for |r + zp| < 2^24 the float sum is the exact integer; beyond the
+// inner clamp (or for +-inf) both forms saturate to the same end, since
+// 0 <= zp <= 2^A - 1 and float rounding is monotone; NaN becomes 0, as
+// clamp_to_int maps NaN to -2^20.
+template <class DF>
+HWY_INLINE hn::Vec<DF> QuantizeAct(DF df, hn::Vec<DF> x, const Consts<DF>& c) {
+  const auto r = RoundHalfEven(df, hn::Mul(x, c.a.inv_scale()));
+  const auto v = hn::Add(r, c.a.zero_point());
+  return hn::Min(MaxOrLowerIfNaN<DF>(v, hn::Zero(df)), c.act_qmax());
+}
+
+// The scalar value of one column, by numeric.h: the activation q_A, or y.
+template <KernelFamily F>
+HWY_INLINE int32_t ScalarAct(float s, int q, const ActivationEncoding& act, float max_scale, int weight_qmax) {
+  if constexpr (F == KernelFamily::kLegacy) {
+    return legacy_output(s, q, max_scale, weight_qmax, act);
+  } else {
+    return optimized_output(s, q, act);
+  }
+}
+
+template <int A, KernelForm K>
+HWY_INLINE OutT<A, K> ScalarOut(int32_t v, const ActivationEncoding& act) {
+  if constexpr (K == KernelForm::kU8 || K == KernelForm::kU16) {
+    return static_cast<OutT<A, K>>(v);
+  } else if constexpr (K == KernelForm::kF32) {
+    return dequantize_activation(v, act);
+  } else if constexpr (K == KernelForm::kF16) {
+    return float_to_f16(dequantize_activation(v, act));
+  } else {
+    return float_to_bf16(dequantize_activation(v, act));
+  }
+}
+template <KernelForm K>
+HWY_INLINE OutT<0, K> ScalarFloatOut(float y) {
+  if constexpr (K == KernelForm::kF32) {
+    return y;
+  } else if constexpr (K == KernelForm::kF16) {
+    return float_to_f16(y);
+  } else {
+    return float_to_bf16(y);
+  }
+}
+
+// Stores the float vector y (a dequantized output) in form K.
+template <KernelForm K, class DF, typename T>
+HWY_INLINE void StoreFloat(DF df, hn::Vec<DF> y, T* HWY_RESTRICT o) {
+  if constexpr (K == KernelForm::kF32) {
+    hn::StoreU(y, df, o);
+  } else {
+    const hn::Rebind<uint16_t, DF> du16;
+    const auto bits = K == KernelForm::kF16 ? F16Bits(df, y) : BF16Bits(df, y);
+    hn::StoreU(hn::TruncateTo(du16, bits), du16, o);
+  }
+}
+
+// One row's columns from its int8 values q (m of them, from column j0 of
+// the output row o), for the per-row families: x = s_r * q (the dequantized
+// weight), through the legacy intermediate for that pattern; weight-only
+// stores x; the others q_A(x), as the activation or dequantized again.
+template <KernelFamily F, int A, KernelForm K, class DF>
+HWY_INLINE void RowFromValues(DF df, const int8_t* HWY_RESTRICT q, size_t m, float s, const Consts<DF>& c,
+                              OutT<A, K>* HWY_RESTRICT o) {
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<int8_t, DF> d8;
+  const size_t NF = hn::Lanes(df);
+  const auto vs = hn::Set(df, s);
+  size_t j = 0;
+  for (; j + NF <= m; j += NF) {
+    auto x = hn::Mul(vs, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + j))));
+    if constexpr (F == KernelFamily::kWeightOnly) {
+      StoreFloat<K>(df, x, o + j);
+    } else {
+      if constexpr (F == KernelFamily::kLegacy) x = LegacyRequantized(df, x, c.legacy);
+      const auto v = QuantizeAct(df, x, c);
+      if constexpr (K == KernelForm::kU8 || K == KernelForm::kU16) {
+        // v is an integer in [0, 2^A - 1]: the conversion and narrowing are exact.
+        const hn::Rebind<OutT<A, K>, DF> dn;
+        hn::StoreU(hn::DemoteTo(dn, hn::ConvertTo(di, v)), dn, o + j);
+      } else {
+        // y = s_a * (float)(q - zp): v and zp are integers below 2^16, so the
+        // float subtraction is exact, as the scalar int one is.
+        StoreFloat<K>(df, DequantizeQ16(v, c.a), o + j);
+      }
+    }
+  }
+  for (; j < m; ++j) {
+    if constexpr (F == KernelFamily::kWeightOnly) {
+      o[j] = ScalarFloatOut<K>(dequantize_weight(s, q[j]));
+    } else {
+      o[j] = ScalarOut<A, K>(ScalarAct<F>(s, q[j], c.act, c.max_scale, c.weight_qmax), c.act);
+    }
+  }
+}
+
+// A materialized table's row (uint8 activations, or floats) in form K.
+template <int W, KernelForm K, class DF>
+HWY_INLINE void RowFromTable(DF df, const uint8_t* HWY_RESTRICT row, size_t dim, const Consts<DF>& c,
+                             OutT<(W == 32 ? 0 : 8), K>* HWY_RESTRICT o) {
+  const size_t NF = hn::Lanes(df);
+  if constexpr ((W == 8 && K == KernelForm::kU8) || (W == 32 && K == KernelForm::kF32)) {
+    std::memcpy(o, row, RowBytes<W>(dim));
+  } else if constexpr (W == 8) {
+    const hn::RebindToSigned<DF> di;
+    const hn::Rebind<uint8_t, DF> du8;
+    const auto zp = hn::Set(di, c.act.zero_point);
+    size_t j = 0;
+    for (; j + NF <= dim; j += NF) {
+      // (float)(q - zp) with the subtraction in int32, exactly as the scalar.
+      const auto q = hn::Sub(hn::PromoteTo(di, hn::LoadU(du8, row + j)), zp);
+      StoreFloat<K>(df, hn::Mul(c.a.scale(), hn::ConvertTo(df, q)), o + j);
+    }
+    for (; j < dim; ++j) o[j] = ScalarOut<8, K>(row[j], c.act);
+  } else {
+    static_assert(W == 32);
+    const float* f = reinterpret_cast<const float*>(row);
+    size_t j = 0;
+    for (; j + NF <= dim; j += NF) StoreFloat<K>(df, hn::LoadU(df, f + j), o + j);
+    for (; j < dim; ++j) {
+      float y;
+      std::memcpy(&y, row + 4 * j, 4);
+      o[j] = ScalarFloatOut<K>(y);
+    }
+  }
+}
+
+template <KernelFamily F, int W>
+constexpr int WeightQmax() {
+  return F == KernelFamily::kMaterialized ? 0 : (1 << (W - 1)) - 1;
+}
+
+template <KernelFamily F, int W, int A, KernelForm K>
+void Gather(const RequantGatherParams& p, const int64_t* ids, size_t n, OutT<A, K>* out) {
+  using DF = hn::ScalableTag<float>;
+  const DF df;
+  const size_t dim = p.dim;
+  const size_t row_bytes = RowBytes<W>(dim);
+  const Consts<DF> c(df, p, WeightQmax<F, W>());
+  alignas(64) int8_t q[kChunk];
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAheadRows < n) PrefetchRow<F>(p, static_cast<size_t>(ids[i + kAheadRows]), row_bytes);
+    const size_t r = static_cast<size_t>(ids[i]);
+    const uint8_t* row = RowAt(p, r, row_bytes);
+    OutT<A, K>* o = out + i * dim;
+    if constexpr (F == KernelFamily::kMaterialized) {
+      RowFromTable<W, K>(df, row, dim, c, o);
+    } else {
+      const float s = ScaleAt(p, r);
+      for (size_t j0 = 0; j0 < dim; j0 += kChunk) {
+        const size_t m = std::min(kChunk, dim - j0);
+        Unpack<W>(row, j0, m, q);
+        RowFromValues<F, A, K>(df, q, m, s, c, o + j0);
+      }
+    }
+  }
+}
+
+// Pooled lookups (docs/numeric-contract.md): each bag's output row is the
+// accumulator, zeroed, then each counted id's y added column by column in
+// index order (the weighted product rounded before the add: two
+// operations, never fused), then divided by the count for mean. The y of a
+// chunk of columns is made in a float buffer first, with the gather's own
+// arithmetic (so the same bits), and added from there.
+template <KernelFamily F, int W, int A, typename Id>
+void Bag(const RequantGatherParams& p, const Id* ids, const BagParams& bag, float* out) {
+  using DF = hn::ScalableTag<float>;
+  const DF df;
+  const size_t NF = hn::Lanes(df);
+  const size_t dim = p.dim;
+  const size_t row_bytes = RowBytes<W>(dim);
+  const Consts<DF> c(df, p, WeightQmax<F, W>());
+  const bool weighted = bag.weights != nullptr;
+  const size_t ahead_end = std::max(bag.lookahead_end, static_cast<size_t>(bag.bags ? bag.offsets[bag.bags] : 0));
+  alignas(64) int8_t q[kChunk];
+  alignas(64) float y[kChunk];
+  constexpr KernelForm kY = KernelForm::kF32;
+  for (size_t b = 0; b < bag.bags; ++b) {
+    float* o = out + b * bag.out_stride;
+    std::fill(o, o + dim, +0.0f);
+    int64_t count = 0;
+    const size_t end = static_cast<size_t>(bag.offsets[b + 1]);
+    for (size_t i = static_cast<size_t>(bag.offsets[b]); i < end; ++i) {
+      if (i + kAheadRows < ahead_end) PrefetchRow<F>(p, static_cast<size_t>(ids[i + kAheadRows]), row_bytes);
+      const int64_t id = ids[i];
+      if (id == bag.padding_idx) continue;
+      ++count;
+      const size_t r = static_cast<size_t>(id);
+      const uint8_t* row = RowAt(p, r, row_bytes);
+      const float w = weighted ? bag.weights[i] : 1.0f;
+      const auto vw = hn::Set(df, w);
+      const float s = F == KernelFamily::kMaterialized ? 0.0f : ScaleAt(p, r);
+      for (size_t j0 = 0; j0 < dim; j0 += kChunk) {
+        const size_t m = std::min(kChunk, dim - j0);
+        if constexpr (F == KernelFamily::kMaterialized) {
+          if constexpr (W == 32) {
+            std::memcpy(y, row + 4 * j0, 4 * m);
+          } else {
+            RowFromTable<W, kY>(df, row + j0, m, c, y);
+          }
+        } else {
+          Unpack<W>(row, j0, m, q);
+          RowFromValues<F, A, kY>(df, q, m, s, c, y);
+        }
+        float* acc = o + j0;
+        size_t j = 0;
+        for (; j + NF <= m; j += NF) {
+          auto v = hn::LoadU(df, y + j);
+          if (weighted) v = hn::Mul(vw, v);
+          hn::StoreU(hn::Add(hn::LoadU(df, acc + j), v), df, acc + j);
+        }
+        for (; j < m; ++j) {
+          if (weighted) {
+            const float product = w * y[j];
+            acc[j] = acc[j] + product;
+          } else {
+            acc[j] = acc[j] + y[j];
+          }
+        }
+      }
+    }
+    if (bag.mean && count > 0) {
+      const float cnt = static_cast<float>(count);
+      const auto vc = hn::Set(df, cnt);
+      size_t j = 0;
+      for (; j + NF <= dim; j += NF) hn::StoreU(hn::Div(hn::LoadU(df, o + j), vc), df, o + j);
+      for (; j < dim; ++j) o[j] = o[j] / cnt;
+    }
+  }
+}
+
+}  // namespace scheme
+
+// One function per `generic` row of the list, by its form.
+#define QEMB_SCHEME_GATHER(name, family, wbits, abits, form, T)                                         \
+  void name(const RequantGatherParams& p, const int64_t* ids, size_t n, T* out) {                       \
+    scheme::Gather<KernelFamily::family, wbits, abits, KernelForm::form>(p, ids, n, out);                \
+  }
+#define QEMB_SCHEME_DEF_kU8(name, f, w, a) QEMB_SCHEME_GATHER(name, f, w, a, kU8, uint8_t)
+#define QEMB_SCHEME_DEF_kU16(name, f, w, a) QEMB_SCHEME_GATHER(name, f, w, a, kU16, uint16_t)
+#define QEMB_SCHEME_DEF_kF32(name, f, w, a) QEMB_SCHEME_GATHER(name, f, w, a, kF32, float)
+#define QEMB_SCHEME_DEF_kF16(name, f, w, a) QEMB_SCHEME_GATHER(name, f, w, a, kF16, uint16_t)
+#define QEMB_SCHEME_DEF_kBF16(name, f, w, a) QEMB_SCHEME_GATHER(name, f, w, a, kBF16, uint16_t)
+#define QEMB_SCHEME_DEF_kBagI32(name, f, w, a)                                                          \
+  void name(const RequantGatherParams& p, const int32_t* ids, const BagParams& bag, float* out) {       \
+    scheme::Bag<KernelFamily::f, w, a, int32_t>(p, ids, bag, out);                                       \
+  }
+#define QEMB_SCHEME_DEF_kBagI64(name, f, w, a)                                                          \
+  void name(const RequantGatherParams& p, const int64_t* ids, const BagParams& bag, float* out) {       \
+    scheme::Bag<KernelFamily::f, w, a, int64_t>(p, ids, bag, out);                                       \
+  }
+#define QEMB_SCHEME_DEF(name, type, family, wbits, abits, form, impl) \
+  QEMB_KERNEL_IMPL_generic_##impl(QEMB_SCHEME_DEF_##form(name, family, wbits, abits)                   \
+                                  static_assert(std::is_same_v<decltype(&name), type>);)
+QEMB_GATHER_KERNELS(QEMB_SCHEME_DEF)
+
+}  // namespace HWY_NAMESPACE
+}  // namespace qemb
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "kernels/dispatch.h"
+
+namespace qemb {
+
+#define QEMB_EXPORT_SCHEME_KERNEL(name, type, family, wbits, abits, form, impl) \
+  QEMB_KERNEL_IMPL_generic_##impl(HWY_EXPORT(name);)
+QEMB_GATHER_KERNELS(QEMB_EXPORT_SCHEME_KERNEL)
+#undef QEMB_EXPORT_SCHEME_KERNEL
+
+// Fills the generic rows' fields of `set` for Highway target `target`;
+// false when one is missing. Called by gather_kernels.cc's make_kernel_set.
+bool fill_scheme_kernels(int64_t target, KernelSet& set) {
+  const size_t index = dispatch_index(target);
+  bool complete = true;
+#define QEMB_FILL_SCHEME_KERNEL(name, type, family, wbits, abits, form, impl) \
+  QEMB_KERNEL_IMPL_generic_##impl(set.name = HWY_DISPATCH_TABLE(name)[index];   \
+                                  complete = complete && set.name != nullptr;)
+  QEMB_GATHER_KERNELS(QEMB_FILL_SCHEME_KERNEL)
+#undef QEMB_FILL_SCHEME_KERNEL
+  return complete;
+}
+
+}  // namespace qemb
+#endif  // HWY_ONCE
