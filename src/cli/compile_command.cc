@@ -214,12 +214,15 @@ void add_compile_command(CLI::App& app, Action& run) {
       // lines are tensor names taken whole.
       std::vector<NamedTable> selected;
       {
-        QEMB_ASSIGN_OR_RETURN(selected, ckpt.select_named_tables(f->tensors));
+        // No --tensor with a --tensor-file: only the file's tensors, not the
+        // detected embedding.
+        if (!f->tensors.empty() || f->tensor_file.empty()) {
+          QEMB_ASSIGN_OR_RETURN(selected, ckpt.select_named_tables(f->tensors));
+        }
         if (!f->tensor_file.empty()) {
           const std::vector<std::string> lines(specs.begin() + static_cast<std::ptrdiff_t>(f->tensors.size()),
                                                specs.end());
           QEMB_ASSIGN_OR_RETURN(std::vector<std::string> from_file, ckpt.select_tables(lines));
-          if (f->tensors.empty()) selected.clear();  // not the detected embedding
           for (const std::string& t : from_file) {
             if (std::any_of(selected.begin(), selected.end(), [&](const NamedTable& s) { return s.tensor == t; }))
               continue;
