@@ -24,6 +24,9 @@ struct BenchOptions {
   // > 0: pooled lookups (embedding_bags, sum) of `batch` bags of this many ids
   // each; rates then count ids pooled, and the output is float32.
   size_t pooling = 0;
+  // The artifact's table to measure; empty: its only table (an artifact of
+  // several tables needs a name: the error lists them).
+  std::string table;
 };
 
 struct BenchResult {
@@ -36,8 +39,12 @@ struct BenchResult {
   size_t row_bytes_read = 0, row_bytes_written = 0, baseline_row_bytes = 0;
   double ratio = 0;  // rows_per_s / baseline_rows_per_s
   size_t pooling = 0;  // ids per bag; 0 for plain lookups
+  std::string table;   // the table measured
   nlohmann::json to_json() const;
 };
+
+// The table BenchOptions.table names, or the only one.
+Result<const EmbeddingTable*> bench_table(const EmbeddingRuntime& runtime, const std::string& name);
 
 // The runtime's thread count is used for both the kernel and the baseline.
 Result<BenchResult> run_bench(const EmbeddingRuntime& runtime, const BenchOptions& options);

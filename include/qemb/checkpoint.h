@@ -78,6 +78,13 @@ class CheckpointTable {
   uint64_t row_bytes_ = 0;
 };
 
+// A table chosen from a checkpoint: the tensor it reads and its name (the
+// artifact's table name).
+struct NamedTable {
+  std::string tensor, name;
+  bool operator==(const NamedTable&) const = default;
+};
+
 class Checkpoint {
  public:
   // Detects the form of `path`: a folder (its model.safetensors.index.json,
@@ -121,11 +128,17 @@ class Checkpoint {
   // "tie_word_embeddings": false). Same errors as find_embedding_tensor.
   Result<std::string> find_embedding(const std::string& explicit_name) const;
   // Several tables: each spec is a tensor name or a glob (*, ?, [...]) over
-  // the names; the result keeps the specs' order (a glob's matches sorted by
-  // name), without duplicates. A name
+  // the names; the result keeps the specs' order (a glob's matches in the
+  // checkpoint's order, tensor_names()), without duplicates. A name
   // that is missing, a glob that matches nothing, or a match that is not 2-D
   // fails. An empty list means the detected embedding.
   Result<std::vector<std::string>> select_tables(const std::vector<std::string>& specs) const;
+  // The same, where a spec may also be "TENSOR=NAME" (split at the last '=',
+  // unless the whole spec is a tensor's name): the table NAME reads TENSOR,
+  // which must then be one tensor (a glob matching one is fine). Other tables
+  // are named by their tensor. Names must be unique; an empty list means the
+  // detected embedding.
+  Result<std::vector<NamedTable>> select_named_tables(const std::vector<std::string>& specs) const;
   // The 2-D float table `name` (F32/F16/BF16, GGUF also its block types:
   // gguf_readable_types()).
   Result<CheckpointTable> table(const std::string& name) const;

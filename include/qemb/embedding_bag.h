@@ -53,8 +53,9 @@ class IntSpan {
 
 // One table's share of a pooled call.
 struct TableBags {
-  // The table: a runtime (its first table), or one table of an artifact of
-  // several (EmbeddingRuntime::table / find_table), which wins when both are set.
+  // The table: a one-table runtime, or one table of an artifact of several
+  // (EmbeddingRuntime::table / find_table), which wins when both are set. A
+  // runtime of several tables without embedding_table is refused, listing them.
   const EmbeddingRuntime* table = nullptr;
   const EmbeddingTable* embedding_table = nullptr;
   std::string name;  // for error messages; empty: "table <index in the call>"
@@ -103,5 +104,41 @@ const EmbeddingTable* bag_table(const TableBags& bags);
 inline Status embedding_bag(const TableBags& bags, float* out) {
   return embedding_bags(std::span<const TableBags>(&bags, 1), out);
 }
+
+// The flat, table-batched form of FBGEMM's TBE and TorchRec's
+// KeyedJaggedTensor: F features of B bags each, all their ids in one array and
+// all their bags in one offsets array of F * B + 1 values, feature-major
+// (feature f's bag b is indices[offsets[f * B + b] : offsets[f * B + b + 1]]),
+// the first 0 and the last the number of ids. Feature f reads the artifact's
+// table feature_tables[f] (an index into EmbeddingRuntime::table; features may
+// share a table), or, when feature_tables is empty, table f (one feature per
+// table, in the artifact's order).
+struct FlatBags {
+  const EmbeddingRuntime* runtime = nullptr;
+  std::span<const int32_t> feature_tables;  // F entries; empty: every table once
+  IntSpan indices;
+  IntSpan offsets;  // F * B + 1
+  std::optional<std::span<const float>> per_sample_weights;  // one per id, sum only
+  PoolMode mode = PoolMode::kSum;
+  std::optional<int64_t> padding_idx;  // as TableBags', for every feature
+};
+
+struct FlatBagsShape {
+  size_t bags = 0;   // B
+  size_t width = 0;  // sum over the features of their table's D
+};
+// B and the output's width, from the number of features and offsets (the
+// arrays not yet checked).
+Result<FlatBagsShape> flat_bags_shape(const FlatBags& flat);
+
+// Pools into out[B][sum_f D_f] (row-major), feature f's columns after those
+// of features 0..f-1: the output of embedding_bags over the features as
+// tables. Everything is checked first (offsets, weights, every id against its
+// feature's table, the output not sharing memory with an input); on an error
+// nothing is written, and an id's message names its feature, table, position
+// in indices and bag.
+Status embedding_bags_flat(const FlatBags& flat, float* out);
+// The same, writing float16 or bfloat16 bits.
+Status embedding_bags_flat(const FlatBags& flat, BagOutputType type, uint16_t* out);
 
 }  // namespace qemb

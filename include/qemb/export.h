@@ -84,6 +84,19 @@ Status check_onnx_export(const QuantizedEmbedding& e, const OnnxExportOptions& o
 // `embedding` (float32, [N, D]); node and tensor names follow the lowering's.
 Result<std::string> onnx_model_bytes(const QuantizedEmbedding& e, const OnnxExportOptions& options);
 
+// Several tables (of one artifact) as one model: table e's input is
+// onnx_table_input(e) ("N_indices") and its output onnx_table_output(e)
+// ("N_embedding"), N its node (table) name; everything else as for one table.
+// One table gives the one-table model above.
+Result<std::string> onnx_model_bytes(const std::vector<QuantizedEmbedding>& tables, const OnnxExportOptions& options);
+inline std::string onnx_table_input(const QuantizedEmbedding& e) { return e.node + "_indices"; }
+inline std::string onnx_table_output(const QuantizedEmbedding& e) { return e.node + "_embedding"; }
+
+// The tables of an artifact: every one (`table` empty), or the one named
+// `table` (kNotFound listing them). A one-table artifact gives its table.
+Result<std::vector<QuantizedEmbedding>> quantized_embeddings(const LoadedArtifact& artifact,
+                                                             const std::string& table = "");
+
 // The encodings (AIMET format, version "0.6.1") of the tensors the model
 // names: the per-channel weight as a param encoding, the activations.
 nlohmann::json onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptions& options);
@@ -91,6 +104,10 @@ nlohmann::json onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptio
 // byte for byte), handed to `sink` in pieces as it is made: the per-row list
 // is never held whole, so memory does not grow with the table's rows.
 Status write_onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptions& options,
+                            const std::function<Status(std::string_view)>& sink);
+// The encodings of the several-table model: every table's, each table's
+// output under its onnx_table_output name; streamed the same way.
+Status write_onnx_encodings(const std::vector<QuantizedEmbedding>& tables, const OnnxExportOptions& options,
                             const std::function<Status(std::string_view)>& sink);
 
 // True when the file starts with the .qemb magic (else it is read as a
@@ -106,10 +123,15 @@ struct OnnxExportRequest {
   OnnxExportOptions onnx;
   std::string out_path;        // .onnx
   std::string encodings_path;  // empty = no encodings file
+  // An artifact of several tables: export the table of this name, or (with
+  // all_tables) every table as one model; one of them is needed there.
+  std::string table;
+  bool all_tables = false;
 };
 
 struct OnnxExportSummary {
-  QuantizedEmbedding embedding;  // its tables cleared
+  QuantizedEmbedding embedding;  // its tables cleared (the first, with all_tables)
+  std::vector<QuantizedEmbedding> tables;  // all_tables: each, its tables cleared
   bool from_artifact = false;
   size_t model_bytes = 0;
 };

@@ -125,6 +125,16 @@ qemb_status qemb_lookup_i32_bf16(const qemb_runtime* runtime, const int32_t* ids
 qemb_status qemb_lookup_i64_bf16(const qemb_runtime* runtime, const int64_t* ids, size_t count, uint16_t* out,
                                  char* err, size_t err_size);
 
+/* What a lookup writes: uint16 activations, or dequantized float32, or the
+ * float32 value rounded to binary16 / bfloat16 (as 16-bit patterns). */
+typedef enum qemb_out_type {
+  QEMB_OUT_U16 = 0, /* uint16_t out[count * dim] */
+  QEMB_OUT_F32 = 1, /* float out[count * dim] */
+  QEMB_OUT_F16 = 2, /* uint16_t out[count * dim], binary16 bits */
+  QEMB_OUT_BF16 = 3, /* uint16_t out[count * dim], bfloat16 bits */
+  QEMB_OUT_U8 = 4    /* uint8_t out[count * dim]: an 8-bit activation scheme's */
+} qemb_out_type;
+
 /* ---- Pooled lookups (EmbeddingBag) -------------------------------------
  * Each sample gathers a bag of ids and reduces their dequantized rows to one
  * float32 row, by sum or mean, with optional per-sample weights, like
@@ -165,11 +175,12 @@ typedef struct qemb_bags {
   int has_padding_idx; /* non-zero: ids equal to padding_idx add nothing and do not count */
   int64_t padding_idx; /* a row; negative counts from the end */
   const char* name;    /* for error messages; NULL: the table's name when `table` is set */
-  const char* table;   /* the artifact's table of that name; NULL: its first (only) table */
+  const char* table;   /* the artifact's table of that name; NULL: its only table (an artifact of
+                          several tables needs one: NULL is then QEMB_INVALID_ARGUMENT listing them) */
 } qemb_bags;
 
 /* All zero: no arrays, int64 ids and boundaries, B + 1 offsets, sum, no
- * weights, no padding id, the first table. */
+ * weights, no padding id, the only table. */
 qemb_bags qemb_bags_default(void);
 
 /* Checks that the program and the library it runs with agree on the C API's
@@ -218,6 +229,38 @@ qemb_status qemb_embedding_bags_f16(const qemb_bags* tables, size_t num_tables, 
                                     char* err, size_t err_size);
 qemb_status qemb_embedding_bags_bf16(const qemb_bags* tables, size_t num_tables, uint16_t* out, size_t out_count,
                                      char* err, size_t err_size);
+
+/* Looks `count` ids of ids_type (QEMB_INT32 or QEMB_INT64) up in the table
+ * named `table` (see qemb_runtime_table_name) into `out`, of out_type, with
+ * that table's dim (qemb_runtime_table_dim) values a row. NULL `table` is
+ * the only table of a one-table artifact. The qemb_lookup_* calls above
+ * take no table: on an artifact of several tables they fail with
+ * QEMB_INVALID_ARGUMENT listing the tables, as this call does for NULL; a
+ * `table` the artifact lacks is QEMB_NOT_FOUND listing them. Ids, errors and
+ * outputs as for qemb_lookup_*; in an artifact of several tables an error
+ * message starts "table 'NAME': ". */
+qemb_status qemb_lookup_table(const qemb_runtime* runtime, const char* table, const void* ids,
+                              qemb_int_type ids_type, size_t count, qemb_out_type out_type, void* out, char* err,
+                              size_t err_size);
+
+/* The flat, table-batched pooled call of FBGEMM's TBE and TorchRec's
+ * KeyedJaggedTensor: F = num_features features of B bags each, all their ids
+ * in one `indices` array and all their bags in one `offsets` array of
+ * F * B + 1 values, feature-major (feature f's bag b is
+ * indices[offsets[f*B + b] .. offsets[f*B + b + 1]]), offsets[0] = 0 and the
+ * last equal to num_indices. Feature f reads table feature_tables[f] (an index
+ * < qemb_runtime_table_count; features may share a table); feature_tables
+ * NULL with num_features 0 means one feature per table, in order.
+ * per_sample_weights is NULL or num_indices floats (QEMB_POOL_SUM only).
+ * Writes out[B * sum_f D_f] float32 (out_count values at least), feature f's
+ * columns after those of features 0..f-1. Everything is checked first; on an
+ * error nothing is written (an id's message names its feature, table,
+ * position in indices and bag: QEMB_OUT_OF_RANGE). */
+qemb_status qemb_embedding_bags_flat(const qemb_runtime* runtime, const int32_t* feature_tables, size_t num_features,
+                                     const void* indices, size_t num_indices, qemb_int_type indices_type,
+                                     const void* offsets, size_t num_offsets, qemb_int_type offsets_type,
+                                     const float* per_sample_weights, qemb_pool_mode mode, float* out,
+                                     size_t out_count, char* err, size_t err_size);
 
 #ifdef __cplusplus
 }

@@ -89,8 +89,12 @@ class EmbeddingRuntime {
   EmbeddingRuntime(const EmbeddingRuntime&) = delete;
   EmbeddingRuntime& operator=(const EmbeddingRuntime&) = delete;
 
-  // An artifact holds one table or several. The calls below that take no
-  // table act on the first (the only one, for a one-table artifact).
+  // An artifact holds one table or several, in the order they were compiled.
+  // The lookups below that take no table read the only table of a one-table
+  // artifact; on an artifact of several they fail (kInvalidArgument listing
+  // the tables): look up through table(i) or find_table(NAME) instead. The
+  // accessors vocab_size(), dim(), activation() and kernel_name() describe
+  // the first table.
   size_t table_count() const;
   const EmbeddingTable& table(size_t index) const;  // index < table_count()
   // The table named `name`; kNotFound listing the names there are.
@@ -102,7 +106,8 @@ class EmbeddingRuntime {
   ActivationEncoding activation() const;
 
   // Looks up ids.size() rows into out[ids.size() * dim()]. Every id is checked
-  // first; on an error nothing is written. Thread-safe: one runtime serves
+  // first; on an error nothing is written (in an artifact of several tables
+  // the message starts "table 'NAME': "). Thread-safe: one runtime serves
   // concurrent callers. Never allocates on the fast kernel paths.
   // The uint16 form serves 16-bit activation schemes (16a8w, 16a4w, 16a2w),
   // the uint8 form 8-bit ones (8a8w, 8a4w, 8a2w); the other is an error, as
@@ -139,5 +144,9 @@ class EmbeddingRuntime {
 
 // Checks every id against [0, vocab); the error names the position and value.
 Status check_ids(std::span<const int64_t> ids, int64_t vocab);
+
+// "the artifact holds 3 tables (a, b, c); " + how: what a call that takes no
+// table answers on an artifact of several (kInvalidArgument).
+Error several_tables_error(const EmbeddingRuntime& runtime, const std::string& how);
 
 }  // namespace qemb

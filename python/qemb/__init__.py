@@ -109,7 +109,9 @@ def compile(source, *, tensor=None, scheme="16a4w", pattern="auto", qnn_sdk_vers
     source              a safetensors checkpoint path, or a 2-D table: a numpy
                         float32/float16 array or a torch tensor (float32,
                         float16, bfloat16), read in place
-    tensor              the checkpoint's embedding tensor (default: found by name)
+    tensor              the checkpoint's embedding tensor (default: found by name),
+                        or a list of tensor names, globs and TENSOR=NAME specs:
+                        one artifact of several tables (as `qemb compile --tensor`)
     scheme              "16a4w" or "16a8w"
     pattern             "auto", "optimized" or "legacy"
     qnn_sdk_version     the target SDK, e.g. "2.48" (default: from QNN_SDK_ROOT)

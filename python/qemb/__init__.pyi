@@ -78,9 +78,12 @@ class Runtime:
     def threads(self) -> int: ...
     @property
     def path(self) -> str: ...
-    def lookup(self, ids: _Ids, out: Optional[npt.NDArray[np.uint16]] = None) -> npt.NDArray[np.uint16]:
-        """uint16 rows of shape ids.shape + (dim,); out= is written in place."""
-    def lookup_dequantized(self, ids: _Ids, out: Optional[npt.NDArray[Any]] = None, dtype: str = "f32") -> npt.NDArray[Any]:
+    def lookup(self, ids: _Ids, out: Optional[npt.NDArray[np.uint16]] = None, *,
+               table: Optional[str] = None) -> npt.NDArray[np.uint16]:
+        """uint16 rows of shape ids.shape + (dim,); out= is written in place. table= names the
+        table (needed when the artifact holds several)."""
+    def lookup_dequantized(self, ids: _Ids, out: Optional[npt.NDArray[Any]] = None, dtype: str = "f32", *,
+                           table: Optional[str] = None) -> npt.NDArray[Any]:
         """Rows y = scale * (q + offset) of shape ids.shape + (dim,): float32 ("f32"),
         float16 ("f16") or bfloat16 bit patterns as uint16 ("bf16"), rounded to nearest even."""
     def describe(self) -> dict[str, Any]:
@@ -97,6 +100,13 @@ class Runtime:
                       dtype: _BagDType = "f32",
                       out: Optional[npt.NDArray[Any]] = None) -> npt.NDArray[Any]:
         """Pooled rows [B, dim] (nn.EmbeddingBag): float32, float16, or bfloat16 bits as uint16."""
+    def embedding_bags_flat(self, indices: _Ids, offsets: _Ids, *,
+                            feature_tables: Optional[Sequence[Union[str, int]]] = None,
+                            per_sample_weights: Optional[_Weights] = None, mode: _PoolMode = "sum",
+                            padding_idx: Optional[int] = None, dtype: _BagDType = "f32",
+                            out: Optional[npt.NDArray[Any]] = None) -> npt.NDArray[Any]:
+        """F features of B bags in the flat TBE / KeyedJaggedTensor form (offsets of F * B + 1 values,
+        feature-major): [B, sum of the features' dims]."""
 
 class _BagTable(TypedDict, total=False):
     runtime: Runtime  # required
@@ -114,7 +124,7 @@ def embedding_bags(tables: list[_BagTable], *, dtype: _BagDType = "f32",
                    out: Optional[npt.NDArray[Any]] = None) -> npt.NDArray[Any]:
     """Several tables pooled into one [B, sum of dims] array, each table's columns after the previous ones'."""
 
-def compile(source: Union[_Path, _Table], *, tensor: Optional[str] = None, scheme: str = "16a4w",
+def compile(source: Union[_Path, _Table], *, tensor: Union[str, Sequence[str], None] = None, scheme: str = "16a4w",
             pattern: str = "auto", qnn_sdk_version: Optional[str] = None, calibration_tokens: _Tokens = None,
             mode: str = "auto", memory_budget: Optional[int] = None, threads: int = 0, out: _Path,
             name: Optional[str] = None, max_collapsed_rows: Optional[int] = None) -> Artifact:

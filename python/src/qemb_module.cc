@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "qemb/checkpoint.h"
 #include "qemb/compiler.h"
 #include "qemb/embedding_bag.h"
 #include "qemb/eval.h"
@@ -203,57 +204,68 @@ class Runtime {
     rt_ = take(std::move(r));
   }
 
+  // The table a lookup reads: `name`, or the only one (an artifact of
+  // several needs table=, and the error lists them).
+  const EmbeddingTable& table_named(const std::optional<std::string>& name) const {
+    if (name) return *take(rt_->find_table(*name));
+    if (rt_->table_count() == 1) return rt_->table(0);
+    throw_error(several_tables_error(*rt_, "pass table=NAME (see Runtime.tables)"));
+  }
+
   template <typename T>
-  py::array lookup(const py::handle& ids_obj, const py::object& out_obj) const {
+  py::array lookup(const py::handle& ids_obj, const py::object& out_obj,
+                   const std::optional<std::string>& table = std::nullopt) const {
+    const EmbeddingTable& t = table_named(table);
     Ids ids = as_ids(ids_obj);
     std::vector<py::ssize_t>& shape = ids.shape;  // becomes the output's: ids.shape + (dim,)
-    shape.push_back(static_cast<py::ssize_t>(rt_->dim()));
+    shape.push_back(static_cast<py::ssize_t>(t.dim()));
     py::array out = out_obj.is_none() ? py::array(py::array_t<T>(shape)) : checked_out<T>(out_obj, shape);
     T* dst = static_cast<T*>(out.mutable_data());
     Status s;
-    if (ids.count * static_cast<size_t>(rt_->dim()) < kKeepGilValues) {
-      s = run<T>(ids, dst);
+    if (ids.count * static_cast<size_t>(t.dim()) < kKeepGilValues) {
+      s = run<T>(t, ids, dst);
     } else {
       py::gil_scoped_release release;
-      s = run<T>(ids, dst);
+      s = run<T>(t, ids, dst);
     }
     check(s);
     return out;
   }
-
   // The table's own output: uint16 or uint8 activations, or a weight-only
   // table's float32 rows.
-  py::array lookup_native(const py::handle& ids_obj, const py::object& out_obj) const {
-    switch (rt_->activation_bits()) {
-      case 8: return lookup<uint8_t>(ids_obj, out_obj);
-      case 0: return lookup<float>(ids_obj, out_obj);
-      default: return lookup<uint16_t>(ids_obj, out_obj);
+  py::array lookup_native(const py::handle& ids_obj, const py::object& out_obj,
+                          const std::optional<std::string>& table) const {
+    switch (table_named(table).activation_bits()) {
+      case 8: return lookup<uint8_t>(ids_obj, out_obj, table);
+      case 0: return lookup<float>(ids_obj, out_obj, table);
+      default: return lookup<uint16_t>(ids_obj, out_obj, table);
     }
   }
 
   // Dequantized rows in `dtype_name` ("f32", "f16" or "bf16"): float32,
   // numpy.float16, or for bfloat16 (which NumPy lacks) uint16 bit patterns.
   py::array lookup_dequantized(const py::handle& ids_obj, const py::object& out_obj,
-                               const std::string& dtype_name) const {
+                               const std::string& dtype_name, const std::optional<std::string>& table) const {
     const FloatDtype dtype = take(parse_float_dtype(dtype_name));
-    if (dtype == FloatDtype::kF32) return lookup<float>(ids_obj, out_obj);
+    if (dtype == FloatDtype::kF32) return lookup<float>(ids_obj, out_obj, table);
+    const EmbeddingTable& t = table_named(table);
     const bool f16 = dtype == FloatDtype::kF16;
     const py::dtype want = f16 ? py::dtype("float16") : py::dtype::of<uint16_t>();
     Ids ids = as_ids(ids_obj);
     std::vector<py::ssize_t>& shape = ids.shape;
-    shape.push_back(static_cast<py::ssize_t>(rt_->dim()));
+    shape.push_back(static_cast<py::ssize_t>(t.dim()));
     py::array out = out_obj.is_none() ? py::array(want, shape)
                                       : checked_out_as(out_obj, shape, want, f16 ? "float16" : "uint16 (bfloat16 bits)");
     void* dst = out.mutable_data();
     auto run_half = [&] {
       if (ids.is32)
-        return rt_->lookup_dequantized(std::span<const int32_t>(static_cast<const int32_t*>(ids.data), ids.count),
-                                       dtype, dst);
-      return rt_->lookup_dequantized(std::span<const int64_t>(static_cast<const int64_t*>(ids.data), ids.count),
-                                     dtype, dst);
+        return t.lookup_dequantized(std::span<const int32_t>(static_cast<const int32_t*>(ids.data), ids.count),
+                                    dtype, dst);
+      return t.lookup_dequantized(std::span<const int64_t>(static_cast<const int64_t*>(ids.data), ids.count),
+                                  dtype, dst);
     };
     Status s;
-    if (ids.count * static_cast<size_t>(rt_->dim()) < kKeepGilValues) {
+    if (ids.count * static_cast<size_t>(t.dim()) < kKeepGilValues) {
       s = run_half();
     } else {
       py::gil_scoped_release release;
@@ -266,15 +278,16 @@ class Runtime {
   // Seconds for `repeats` back-to-back C++ calls on the same buffers, with
   // no Python in between: the baseline bench/python_overhead.py compares with.
   double time_cpp_lookup(const py::handle& ids_obj, const py::object& out_obj, int repeats) const {
+    const EmbeddingTable& t = table_named(std::nullopt);
     const Ids ids = as_ids(ids_obj);
     std::vector<py::ssize_t> shape = ids.shape;
-    shape.push_back(static_cast<py::ssize_t>(rt_->dim()));
+    shape.push_back(static_cast<py::ssize_t>(t.dim()));
     py::array out = checked_out<uint16_t>(out_obj, shape);
     uint16_t* dst = static_cast<uint16_t*>(out.mutable_data());
     py::gil_scoped_release release;
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < repeats; ++i) {
-      Status s = run<uint16_t>(ids, dst);
+      Status s = run<uint16_t>(t, ids, dst);
       if (!s.ok()) break;
     }
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -306,15 +319,15 @@ class Runtime {
 
  private:
   template <typename T>
-  Status run(const Ids& ids, T* dst) const {
+  static Status run(const EmbeddingTable& t, const Ids& ids, T* dst) {
     if (ids.is32) {
       std::span<const int32_t> span(static_cast<const int32_t*>(ids.data), ids.count);
-      if constexpr (std::is_same_v<T, float>) return rt_->lookup_dequantized(span, dst);
-      else return rt_->lookup(span, dst);
+      if constexpr (std::is_same_v<T, float>) return t.lookup_dequantized(span, dst);
+      else return t.lookup(span, dst);
     }
     std::span<const int64_t> span(static_cast<const int64_t*>(ids.data), ids.count);
-    if constexpr (std::is_same_v<T, float>) return rt_->lookup_dequantized(span, dst);
-    else return rt_->lookup(span, dst);
+    if constexpr (std::is_same_v<T, float>) return t.lookup_dequantized(span, dst);
+    else return t.lookup(span, dst);
   }
 
   // `out=` is written in place, so it must be exactly what the lookup writes.
@@ -378,6 +391,9 @@ void fill_bag_spec(BagSpec& spec, const Runtime& rt, const std::string& label, c
     Result<const EmbeddingTable*> found = rt.runtime().find_table(*table);
     if (!found.ok()) throw_error(found.error().code, where + found.error().message);
     spec.bags.embedding_table = *found;
+  } else if (rt.runtime().table_count() > 1) {
+    throw_error(ErrorCode::kInvalidArgument,
+                where + several_tables_error(rt.runtime(), "pass table=NAME (see Runtime.tables)").message);
   }
   spec.ids = as_ids(ids);
   spec.bags.indices = int_span(spec.ids);
@@ -550,6 +566,101 @@ py::array embedding_bags_of(const py::list& tables, const std::string& dtype, co
   return pool_specs(specs, dtype, out);
 }
 
+// Runtime.embedding_bags_flat: the TBE / KeyedJaggedTensor form.
+py::array runtime_embedding_bags_flat(const Runtime& rt, const py::handle& indices, const py::handle& offsets,
+                                      const py::object& feature_tables, const py::object& per_sample_weights,
+                                      const std::string& mode, const std::optional<int64_t>& padding_idx,
+                                      const std::string& dtype, const py::object& out_obj) {
+  const EmbeddingRuntime& runtime = rt.runtime();
+  FlatBags flat;
+  flat.runtime = &runtime;
+  std::vector<int32_t> features;
+  if (!feature_tables.is_none()) {
+    if (py::isinstance<py::str>(feature_tables))
+      throw_error(ErrorCode::kInvalidArgument,
+                  "feature_tables is one string; pass a list with one table name (or index) per feature");
+    size_t f = 0;
+    for (py::handle item : py::iter(feature_tables)) {
+      if (py::isinstance<py::str>(item)) {
+        const std::string name = item.cast<std::string>();
+        Result<const EmbeddingTable*> found = runtime.find_table(name);
+        if (!found.ok())
+          throw_error(found.error().code, "feature_tables[" + std::to_string(f) + "]: " + found.error().message);
+        for (size_t t = 0; t < runtime.table_count(); ++t)
+          if (&runtime.table(t) == *found) features.push_back(static_cast<int32_t>(t));
+      } else if (py::isinstance<py::int_>(item) && !py::isinstance<py::bool_>(item)) {
+        const int64_t t = item.cast<int64_t>();
+        features.push_back(t < INT32_MIN || t > INT32_MAX ? -1 : static_cast<int32_t>(t));
+      } else {
+        throw_error(ErrorCode::kInvalidArgument,
+                    "feature_tables[" + std::to_string(f) + "] is a " +
+                        py::type::handle_of(item).attr("__name__").cast<std::string>() +
+                        "; give a table name (str) or index (int)");
+      }
+      ++f;
+    }
+    if (features.empty()) throw_error(ErrorCode::kInvalidArgument, "feature_tables is empty: give one table per feature");
+    flat.feature_tables = features;
+  }
+  const Ids ids = as_ids(indices, "indices"), offs = as_ids(offsets, "offsets");
+  if (ids.shape.size() != 1) throw_error(ErrorCode::kInvalidArgument, "indices must be 1-D; got shape " + shape_text(ids.shape));
+  if (offs.shape.size() != 1)
+    throw_error(ErrorCode::kInvalidArgument, "offsets must be 1-D; got shape " + shape_text(offs.shape));
+  flat.indices = int_span(ids);
+  flat.offsets = int_span(offs);
+  py::array weights;
+  if (!per_sample_weights.is_none()) {
+    weights = numpy().attr("ascontiguousarray")(per_sample_weights, "float32");
+    if (weights.ndim() != 1 || static_cast<size_t>(weights.size()) != ids.count)
+      throw_error(ErrorCode::kInvalidArgument,
+                  "per_sample_weights has shape " +
+                      shape_text(std::vector<py::ssize_t>(weights.shape(), weights.shape() + weights.ndim())) +
+                      "; it needs the shape of indices, " + shape_text(ids.shape));
+    flat.per_sample_weights = std::span<const float>(static_cast<const float*>(weights.data()), ids.count);
+  }
+  flat.mode = take(parse_pool_mode(mode));
+  flat.padding_idx = padding_idx;
+  const BagOutputType type = bag_output_type(dtype);
+  const FlatBagsShape fs = take(flat_bags_shape(flat));
+  const std::vector<py::ssize_t> shape = {static_cast<py::ssize_t>(fs.bags), static_cast<py::ssize_t>(fs.width)};
+  const py::dtype want = type == BagOutputType::kFloat32   ? py::dtype::of<float>()
+                         : type == BagOutputType::kFloat16 ? py::dtype("float16")
+                                                           : py::dtype::of<uint16_t>();
+  py::array out;
+  if (out_obj.is_none()) {
+    out = py::array(want, shape);
+  } else {
+    if (!py::isinstance<py::array>(out_obj))
+      throw_error(ErrorCode::kInvalidArgument, "out must be a numpy.ndarray");
+    out = py::reinterpret_borrow<py::array>(out_obj);
+    std::vector<py::ssize_t> got(out.shape(), out.shape() + out.ndim());
+    if (!out.dtype().equal(want))
+      throw_error(ErrorCode::kInvalidArgument, "out has dtype " + dtype_name(out.dtype()) + "; this call writes " +
+                                                   dtype_name(want));
+    if (got != shape)
+      throw_error(ErrorCode::kInvalidArgument, "out has shape " + shape_text(got) + "; this call writes " +
+                                                   shape_text(shape));
+    if (!(out.flags() & py::array::c_style))
+      throw_error(ErrorCode::kInvalidArgument,
+                  "out is not C-contiguous; pass a contiguous array (numpy.empty(shape, dtype))");
+    if (!out.writeable()) throw_error(ErrorCode::kInvalidArgument, "out is read-only; pass a writable array");
+  }
+  void* dst = out.mutable_data();
+  auto call = [&]() -> Status {
+    if (type == BagOutputType::kFloat32) return embedding_bags_flat(flat, static_cast<float*>(dst));
+    return embedding_bags_flat(flat, type, static_cast<uint16_t*>(dst));
+  };
+  Status s;
+  if (ids.count * fs.width < kKeepGilValues) {
+    s = call();
+  } else {
+    py::gil_scoped_release release;
+    s = call();
+  }
+  check(s);
+  return out;
+}
+
 // ---- compile, evaluate, fakequant ----------------------------------------------
 
 std::optional<std::vector<int64_t>> token_list(const py::object& obj, std::string* source) {
@@ -606,7 +717,7 @@ Table as_table(const py::handle& obj, const std::string& dtype_hint, bool float3
 
 std::string opt_str(const std::optional<std::string>& s) { return s.value_or(""); }
 
-py::object compile(const py::object& source, const std::optional<std::string>& tensor, const std::string& scheme,
+py::object compile(const py::object& source, const py::object& tensor_obj, const std::string& scheme,
                    const std::string& pattern, const std::optional<std::string>& qnn_sdk_version,
                    const py::object& calibration_tokens, const std::string& mode,
                    const std::optional<uint64_t>& memory_budget, int threads, const py::object& out,
@@ -614,6 +725,23 @@ py::object compile(const py::object& source, const std::optional<std::string>& t
                    const std::optional<int64_t>& max_collapsed_rows) {
   if (out.is_none()) throw_error(ErrorCode::kInvalidArgument, "compile needs out= (the .qemb path to write)");
   const std::string out_path = fspath(out);
+  // tensor= is one tensor name, or a list of names, globs and TENSOR=NAME
+  // specs: one artifact of several tables.
+  std::optional<std::string> tensor;
+  std::optional<std::vector<std::string>> specs;
+  if (py::isinstance<py::str>(tensor_obj)) {
+    tensor = tensor_obj.cast<std::string>();
+  } else if (!tensor_obj.is_none()) {
+    specs.emplace();
+    for (py::handle item : py::iter(tensor_obj)) {
+      if (!py::isinstance<py::str>(item))
+        throw_error(ErrorCode::kInvalidArgument,
+                    "tensor= takes a name or a list of names (str); got a list holding a " +
+                        py::type::handle_of(item).attr("__name__").cast<std::string>());
+      specs->push_back(item.cast<std::string>());
+    }
+    if (specs->empty()) throw_error(ErrorCode::kInvalidArgument, "tensor= is an empty list: name at least one table");
+  }
   CompileOptions o;
   o.tensor = opt_str(tensor);
   o.scheme = take(parse_scheme(scheme));
@@ -631,11 +759,38 @@ py::object compile(const py::object& source, const std::optional<std::string>& t
   if (name) o.node_name = *name;
   o.calibration_tokens = token_list(calibration_tokens, &o.calibration_source);
   Result<CompiledEmbedding> r = Error();
-  if (is_path(source)) {
+  if (is_path(source) && specs) {
+    const std::string path = fspath(source);
+    Result<std::vector<CompiledEmbedding>> many = Error();
+    {
+      py::gil_scoped_release release;
+      many = [&]() -> Result<std::vector<CompiledEmbedding>> {
+        QEMB_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(path));
+        QEMB_ASSIGN_OR_RETURN(std::vector<NamedTable> selected, ckpt.select_named_tables(*specs));
+        const bool aliased = std::any_of(selected.begin(), selected.end(),
+                                         [](const NamedTable& t) { return t.name != t.tensor; });
+        if (name && (selected.size() > 1 || aliased))
+          return make_error(ErrorCode::kInvalidArgument,
+                            "name= names a one-table artifact; with several tables (or TENSOR=NAME) each is named "
+                            "by its tensor or its NAME");
+        std::vector<CompileOptions> tables;
+        for (const NamedTable& t : selected) {
+          CompileOptions each = o;
+          each.tensor = t.tensor;
+          each.node_name = selected.size() == 1 && !aliased ? o.node_name : t.name;
+          tables.push_back(std::move(each));
+        }
+        return compile_checkpoint_tables(path, tables, out_path);
+      }();
+    }
+    take(std::move(many));
+    r = CompiledEmbedding{};
+  } else if (is_path(source)) {
     const std::string path = fspath(source);
     py::gil_scoped_release release;
     r = compile_checkpoint(path, o, out_path);
   } else {
+    if (specs) throw_error(ErrorCode::kInvalidArgument, "tensor= names a checkpoint's tensors; the source is an array");
     if (tensor) throw_error(ErrorCode::kInvalidArgument, "tensor= names a checkpoint's tensor; the source is an array");
     const Table t = as_table(source, opt_str(dtype), false);
     py::gil_scoped_release release;
@@ -805,27 +960,30 @@ One runtime may be shared by any number of Python threads; lookups release the G
       .def_property_readonly("isa", &Runtime::isa, "Its instruction set, e.g. 'AVX2'.")
       .def_property_readonly("threads", &Runtime::threads, "Threads used for large batches.")
       .def_property_readonly("path", &Runtime::path, "The artifact's path.")
-      .def("lookup", &Runtime::lookup_native, arg("ids"), arg("out") = py::none(),
+      .def("lookup", &Runtime::lookup_native, arg("ids"), arg("out") = py::none(), py::kw_only(),
+           arg("table") = py::none(),
            R"doc(Looks ids up: the table's output of shape ids.shape + (dim,): uint16
 activations (16a* schemes), uint8 (8a* schemes), or float32 rows y = s_r * q
 for a weight-only table (w* schemes); activation_bits says which (16, 8, 0).
 
-ids  int32 or int64 ids of any shape (a C-contiguous array is read in place;
-     lists and other integer dtypes are converted)
-out  optional array of that dtype and exactly that shape, C-contiguous and
-     writable, written in place and returned
+ids    int32 or int64 ids of any shape (a C-contiguous array is read in place;
+       lists and other integer dtypes are converted)
+out    optional array of that dtype and exactly that shape, C-contiguous and
+       writable, written in place and returned
+table  the artifact's table of that name (see tables; dim is that table's);
+       an artifact of several tables needs it (InvalidArgument listing them)
 
 An id outside [0, vocab_size) raises IdOutOfRange naming its position and
 value; nothing is written to out on any error.)doc")
       .def("lookup_dequantized", &Runtime::lookup_dequantized, arg("ids"), arg("out") = py::none(),
-           arg("dtype") = "f32",
+           arg("dtype") = "f32", py::kw_only(), arg("table") = py::none(),
            R"doc(Looks ids up dequantized: y = scale * (q + offset), shape ids.shape + (dim,).
 
 dtype  "f32" (float32, the default), "f16" (numpy.float16) or "bf16"
        (bfloat16 bit patterns as uint16, since NumPy has no bfloat16: view
        them with ml_dtypes.bfloat16 or torch's .view(torch.bfloat16)); the
        halves are the float32 y rounded to nearest even
-Same rules for ids and out (of that dtype) as lookup().)doc")
+Same rules for ids, out (of that dtype) and table as lookup().)doc")
       .def("describe", &Runtime::describe, "The artifact's description: the fields of `qemb inspect --json`.")
       .def_property_readonly("tables", &Runtime::tables,
                              "The artifact's tables, in order: [{'name', 'vocab_size', 'dim'}, ...].")
@@ -844,7 +1002,7 @@ lengths              B bag lengths, instead of offsets
 per_sample_weights   one float per id, the shape of ids (mode "sum" only)
 mode                 "sum" or "mean" (an empty bag gives 0)
 padding_idx          ids equal to it add nothing and do not count (negative: from the end)
-table                the artifact's table of that name (see tables); default its first (only) one
+table                the artifact's table of that name (see tables); needed when it has several
 dtype                "f32" (float32), "f16" (numpy.float16) or "bf16" (bfloat16 bit
                      patterns as uint16), the halves rounded once from float32
 out                  optional array of shape (B, dim) and that dtype, written in place
@@ -852,6 +1010,23 @@ out                  optional array of shape (B, dim) and that dtype, written in
 Sums run in float32, in index order, the same bits on every instruction set.
 Bad input raises InvalidArgument (an id out of range IdOutOfRange, naming its
 bag, position and value) and writes nothing.)doc")
+      .def("embedding_bags_flat", &runtime_embedding_bags_flat, arg("indices"), arg("offsets"), py::kw_only(),
+           arg("feature_tables") = py::none(), arg("per_sample_weights") = py::none(), arg("mode") = "sum",
+           arg("padding_idx") = py::none(), arg("dtype") = "f32", arg("out") = py::none(),
+           R"doc(Pools F features of B bags each in one call, in the flat form of FBGEMM's TBE and
+TorchRec's KeyedJaggedTensor (its values() and offsets()): a [B, sum of the features' dims] array,
+feature f's columns after those of the features before it.
+
+indices             every feature's ids, one 1-D int32/int64 array
+offsets             F * B + 1 offsets into indices, feature-major: feature f's bag b is
+                    indices[offsets[f*B + b]:offsets[f*B + b + 1]]; the first 0, the last len(indices)
+feature_tables      the table each feature reads: names or indices into tables (features may share
+                    a table); default one feature per table, in the artifact's order
+per_sample_weights  one float per id (mode "sum" only)
+mode, padding_idx, dtype, out  as for embedding_bag
+
+Bad input raises InvalidArgument (an id out of range IdOutOfRange, naming its feature, table,
+position in indices and bag) and writes nothing.)doc")
       .def("_time_cpp_lookup", &Runtime::time_cpp_lookup, arg("ids"), arg("out"), arg("repeats"),
            "Seconds for `repeats` C++ lookups into out, without Python in between (for benchmarks).")
       .def("__repr__", [](const Runtime& r) {
@@ -875,7 +1050,8 @@ dtype, out as for Runtime.embedding_bag. Every table needs the same number of ba
         arg("mode") = "auto", arg("memory_budget") = py::none(), arg("threads") = 0, arg("out") = py::none(),
         arg("name") = py::none(), arg("dtype") = py::none(), arg("max_collapsed_rows") = py::none(),
         "Compiles a checkpoint path or a 2-D array into out; returns the artifact's description (a dict). "
-        "dtype='BF16' marks a 16-bit integer array as raw bfloat16 bits.");
+        "tensor= is a tensor name, or a list of names, globs and TENSOR=NAME specs (one artifact of several "
+        "tables, as `qemb compile --tensor`). dtype='BF16' marks a 16-bit integer array as raw bfloat16 bits.");
   m.def("evaluate", &evaluate, arg("source"), py::kw_only(), arg("tensor") = py::none(), arg("scheme") = "all",
         arg("qnn_sdk_version") = py::none(), arg("calibration_tokens") = py::none(), arg("tokens") = py::none(),
         arg("worst_rows") = 10, "What quantization costs: the object `qemb eval --json` prints.");

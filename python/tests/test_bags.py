@@ -226,12 +226,14 @@ def test_tables_of_one_artifact(tmp):
         assert multi.embedding_bag(ids, offsets, include_last_offset=True, table=n, **modes[n]).tobytes() == \
             want.tobytes(), n
         col += single.dim
-    # The first table by default; an unknown table lists the artifact's tables.
-    assert multi.embedding_bag(ids, offsets[:-1]).tobytes() == singles["user.weight"].embedding_bag(
-        ids, offsets[:-1]).tobytes()
+    # No silent first table (issue 36): without table= the error lists them;
+    # an unknown table lists the artifact's tables.
+    with pytest.raises(qemb.InvalidArgument, match=r"^the artifact holds 3 tables \(user.weight, item.weight, "
+                                                   r"ctx.weight\); pass table=NAME \(see Runtime.tables\)$"):
+        multi.embedding_bag(ids, offsets[:-1])
     with pytest.raises(qemb.NotFound, match=r"^table 1 \('nope'\): the artifact has no table 'nope'; its tables: "
                                             r"user.weight, item.weight, ctx.weight$"):
-        qemb.embedding_bags([dict(runtime=multi, ids=ids, offsets=offsets[:-1]),
+        qemb.embedding_bags([dict(runtime=multi, table="user.weight", ids=ids, offsets=offsets[:-1]),
                              dict(runtime=multi, table="nope", ids=ids, offsets=offsets[:-1])])
     with pytest.raises(qemb.IdOutOfRange, match=r"^table 0 \('ctx.weight'\): id 20 at position 1 \(bag 0\) is past "
                                                 r"the last row; ids must be in \[0, 20\)$"):

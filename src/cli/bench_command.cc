@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "cli/cli.h"
+#include "cli/run_bags.h"
 #include "core/json_text.h"
 #include "qemb/bench.h"
 #include "core/file.h"
@@ -10,7 +11,7 @@ namespace qemb::cli {
 
 void add_bench_command(CLI::App& app, Action& run) {
   struct Flags {
-    std::string artifact, verify = "header", report, out_dtype = "f32";
+    std::string artifact, verify = "header", report, out_dtype = "f32", table;
     size_t batch = 2048, pooling = 20;
     int threads = 1;
     bool cold = false, json = false, dequantize = false, bags = false;
@@ -50,6 +51,8 @@ void add_bench_command(CLI::App& app, Action& run) {
   cmd->add_option("--verify", f->verify, "checksums to verify on load: full | header")
       ->capture_default_str()
       ->check(parsed_by(parse_verify));
+  cmd->add_option("--table", f->table,
+                  "the table to measure in an artifact of several (see qemb inspect); needed there");
   cmd->add_flag("--json", f->json, "print one JSON object");
   cmd->callback([f, &run] {
     run = [f]() -> Status {
@@ -57,11 +60,13 @@ void add_bench_command(CLI::App& app, Action& run) {
       QEMB_ASSIGN_OR_RETURN(ro.verify, parse_verify(f->verify));
       ro.threads = f->threads;
       QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(f->artifact, ro));
+      QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* table, choose_table(*rt, f->table));
       if (f->bags && f->pooling == 0)
         return make_error(ErrorCode::kInvalidArgument, "--pooling must be at least 1");
       if (f->bags && f->dequantize)
         return make_error(ErrorCode::kInvalidArgument, "--bags pools into float32 already; drop --dequantize");
       BenchOptions bo;
+      bo.table = table->name();
       bo.batch = f->batch;
       bo.pooling = f->bags ? f->pooling : 0;
       bo.cold = f->cold;
@@ -100,6 +105,7 @@ void add_bench_command(CLI::App& app, Action& run) {
         return Status::Ok();
       }
       QEMB_ASSIGN_OR_RETURN(BenchResult r, run_bench(*rt, bo));
+      if (!f->json && rt->table_count() > 1) std::printf("table:    %s\n", escape_control(r.table).c_str());
       if (f->json) {
         std::printf("%s\n", json_text(r.to_json(), 2).c_str());
       } else if (f->bags) {

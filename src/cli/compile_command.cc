@@ -79,11 +79,12 @@ CLI::Validator per_table(Parse parse) {
       "");
 }
 
-// Applies "VALUE" (every table) and "TENSOR=VALUE" (that table) entries of a
+// Applies "VALUE" (every table) and "TABLE=VALUE" (that table, by its name or
+// its tensor's; `names` and `tensors` are per table) entries of a
 // per-table flag, the general ones first. Two general values, or two values
 // for one table, are refused: the last one silently winning hid typos.
 Status apply_per_table(const char* flag, const std::vector<std::string>& entries,
-                       const std::vector<std::string>& tensors,
+                       const std::vector<std::string>& names, const std::vector<std::string>& tensors,
                        const std::function<Status(size_t, const std::string&)>& set) {
   std::map<std::string, std::string> given;  // tensor ("" for every table) -> its entry
   for (const std::string& e : entries) {
@@ -105,11 +106,15 @@ Status apply_per_table(const char* flag, const std::vector<std::string>& entries
         continue;
       }
       const std::string tensor = e.substr(0, eq);
-      auto it = std::find(tensors.begin(), tensors.end(), tensor);
-      if (it == tensors.end())
-        return make_error(ErrorCode::kInvalidArgument, std::string(flag) + " " + e + ": '" + tensor +
-                                                           "' is not one of the tables being compiled");
-      QEMB_RETURN_IF_ERROR(set(static_cast<size_t>(it - tensors.begin()), e.substr(eq + 1)));
+      auto it = std::find(names.begin(), names.end(), tensor);
+      if (it == names.end()) {
+        auto by_tensor = std::find(tensors.begin(), tensors.end(), tensor);
+        if (by_tensor == tensors.end())
+          return make_error(ErrorCode::kInvalidArgument, std::string(flag) + " " + e + ": '" + tensor +
+                                                             "' is not one of the tables being compiled");
+        it = names.begin() + (by_tensor - tensors.begin());
+      }
+      QEMB_RETURN_IF_ERROR(set(static_cast<size_t>(it - names.begin()), e.substr(eq + 1)));
     }
   }
   return Status::Ok();
@@ -137,8 +142,9 @@ void add_compile_command(CLI::App& app, Action& run) {
     return o->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)->delimiter(',');
   };
   list(cmd->add_option("--tensor", f->tensors,
-                       "tensor name or glob; several (repeated or comma-separated) make one artifact of several "
-                       "tables (default: the embedding, detected by name)"));
+                       "tensor name or glob, or TENSOR=NAME to name its table (run --table NAME); several "
+                       "(repeated or comma-separated) make one artifact of several tables, in the order given, a "
+                       "glob's matches in the checkpoint's order (default: the embedding, detected by name)"));
   cmd->add_option("--tensor-file", f->tensor_file,
                   "tensor names, one a line, taken whole (for names holding ',' or '='); adds to --tensor");
   list(cmd->add_option("--scheme", f->schemes, "16a8w | 16a4w | 16a2w | 8a8w | 8a4w | 8a2w (uint16 / uint8 activations) | w8 | w4 | w2 (weight-only: float "
@@ -205,10 +211,44 @@ void add_compile_command(CLI::App& app, Action& run) {
                             "--tensor-file '" + f->tensor_file + "' names no tensor (one name a line)");
       }
       QEMB_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(f->checkpoint));
-      QEMB_ASSIGN_OR_RETURN(std::vector<std::string> tensors, ckpt.select_tables(specs));
-      if (tensors.size() > 1 && named)
+      // --tensor's specs may name their table (TENSOR=NAME); --tensor-file's
+      // lines are tensor names taken whole.
+      std::vector<NamedTable> selected;
+      {
+        // No --tensor with a --tensor-file: only the file's tensors, not the
+        // detected embedding.
+        if (!f->tensors.empty() || f->tensor_file.empty()) {
+          QEMB_ASSIGN_OR_RETURN(selected, ckpt.select_named_tables(f->tensors));
+        }
+        if (!f->tensor_file.empty()) {
+          const std::vector<std::string> lines(specs.begin() + static_cast<std::ptrdiff_t>(f->tensors.size()),
+                                               specs.end());
+          QEMB_ASSIGN_OR_RETURN(std::vector<std::string> from_file, ckpt.select_tables(lines));
+          for (const std::string& t : from_file) {
+            if (std::any_of(selected.begin(), selected.end(), [&](const NamedTable& s) { return s.tensor == t; }))
+              continue;
+            if (std::any_of(selected.begin(), selected.end(), [&](const NamedTable& s) { return s.name == t; }))
+              return make_error(ErrorCode::kInvalidArgument,
+                                "two tables are both named '" + t + "' (a --tensor NAME and a --tensor-file line); "
+                                "table names must be unique");
+            selected.push_back({t, t});
+          }
+        }
+      }
+      const bool aliased = std::any_of(selected.begin(), selected.end(),
+                                       [](const NamedTable& t) { return t.name != t.tensor; });
+      if (selected.size() > 1 && named)
         return make_error(ErrorCode::kInvalidArgument,
-                          "--name names a one-table artifact; with several tables each is named by its tensor");
+                          "--name names a one-table artifact; with several tables each is named by its tensor or "
+                          "by --tensor TENSOR=NAME");
+      if (aliased && named)
+        return make_error(ErrorCode::kInvalidArgument,
+                          "--name and --tensor TENSOR=NAME both name the table; give one of them");
+      std::vector<std::string> tensors, table_names;
+      for (const NamedTable& t : selected) {
+        tensors.push_back(t.tensor);
+        table_names.push_back(selected.size() == 1 && !aliased ? f->name : t.name);
+      }
       CompileOptions base;
       base.qnn_sdk_version = f->sdk_version;
       base.memory_budget = f->memory_budget;
@@ -224,18 +264,22 @@ void add_compile_command(CLI::App& app, Action& run) {
       for (const std::string& t : tensors) {
         CompileOptions o = base;
         o.tensor = t;
-        o.node_name = tensors.size() == 1 ? f->name : t;
+        o.node_name = table_names[tables.size()];
         tables.push_back(std::move(o));
       }
-      QEMB_RETURN_IF_ERROR(apply_per_table("--scheme", f->schemes, tensors, [&](size_t i, const std::string& v) -> Status {
+      // Per-table values name a table by its name or its tensor.
+      std::vector<std::string> keys = table_names;
+      for (size_t i = 0; i < keys.size(); ++i)
+        if (selected.size() == 1 || selected[i].name == selected[i].tensor) keys[i] = tensors[i];
+      QEMB_RETURN_IF_ERROR(apply_per_table("--scheme", f->schemes, keys, tensors, [&](size_t i, const std::string& v) -> Status {
         QEMB_ASSIGN_OR_RETURN(tables[i].scheme, parse_scheme(v));
         return Status::Ok();
       }));
-      QEMB_RETURN_IF_ERROR(apply_per_table("--pattern", f->patterns, tensors, [&](size_t i, const std::string& v) -> Status {
+      QEMB_RETURN_IF_ERROR(apply_per_table("--pattern", f->patterns, keys, tensors, [&](size_t i, const std::string& v) -> Status {
         QEMB_ASSIGN_OR_RETURN(tables[i].pattern, parse_pattern(v));
         return Status::Ok();
       }));
-      QEMB_RETURN_IF_ERROR(apply_per_table("--mode", f->modes, tensors, [&](size_t i, const std::string& v) -> Status {
+      QEMB_RETURN_IF_ERROR(apply_per_table("--mode", f->modes, keys, tensors, [&](size_t i, const std::string& v) -> Status {
         QEMB_ASSIGN_OR_RETURN(tables[i].mode, parse_compile_mode(v));
         return Status::Ok();
       }));

@@ -19,6 +19,7 @@ constexpr FieldFlag kFieldFlags[] = {
     {"CompileOptions.qnn_sdk_version = ", "--qnn-sdk-version "},
     {"CompileOptions.max_collapsed_rows = ", "--max-collapsed-rows "},
     {"OnnxExportOptions.opset = ", "--opset "},
+    {"OnnxExportRequest.table = ", "--table "},
     {"CompileOptions.tensor", "--tensor"},
     {"CompileOptions.scheme", "--scheme"},
     {"CompileOptions.pattern", "--pattern"},
@@ -37,7 +38,10 @@ constexpr FieldFlag kFieldFlags[] = {
     {"OnnxExportOptions.int4_weights", "--int4-weights"},
     {"OnnxExportRequest.encodings_path", "--encodings"},
     {"OnnxExportRequest.out_path", "-o"},
+    {"OnnxExportRequest.table", "--table"},
+    {"OnnxExportRequest.all_tables", "--all-tables"},
     {"BenchOptions.batch", "--batch"},
+    {"BenchOptions.table", "--table NAME"},
     // The SDK layer names the field every options struct (and the Python
     // module's keyword) shares.
     {"(qnn_sdk_version)", "(--qnn-sdk-version)"},

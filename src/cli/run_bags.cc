@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "cli/cli.h"
 #include "qemb/embedding_bag.h"
 #include "core/file.h"
+#include "core/json_text.h"
 #include "qemb/half.h"
 #include "qemb/npy.h"
 
@@ -86,7 +88,7 @@ std::string times(size_t n) { return n == 1 ? "once" : std::to_string(n) + " tim
 
 Status run_bags(const std::string& artifact, const std::vector<std::string>& tokens,
                 const std::vector<std::string>& tokens_files, const BagFlags& f, const RuntimeOptions& options,
-                const std::string& out) {
+                const std::string& out, bool json) {
   if (f.bags.empty())
     return make_error(ErrorCode::kInvalidArgument,
                       "--weights, --pool, --padding-idx and --bag-format pool bags: give --bags OFFSETS.npy too");
@@ -113,6 +115,10 @@ Status run_bags(const std::string& artifact, const std::vector<std::string>& tok
                       "--weights is given " + times(f.weights.size()) + " for " + std::to_string(tables) +
                           (tables == 1 ? " table" : " tables") +
                           ": give one weights file per --table, in the same order, or none");
+  if (json && out == kStdioPath)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "--json prints to standard output, which '-o -' already carries the pooled rows on; write them "
+                      "to a file with --json, or drop --json");
   QEMB_ASSIGN_OR_RETURN(BagBoundaries format, parse_bag_format(f.bag_format));
   QEMB_ASSIGN_OR_RETURN(PoolMode mode, parse_pool_mode(f.pool));
   QEMB_ASSIGN_OR_RETURN(FloatDtype dtype, parse_float_dtype(f.out_dtype));
@@ -157,8 +163,8 @@ Status run_bags(const std::string& artifact, const std::vector<std::string>& tok
     TableBags& tb = batch[t];
     QEMB_ASSIGN_OR_RETURN(tb.embedding_table, choose_table(*rt, f.tables.empty() ? "" : f.tables[t]));
     tb.table = rt.get();
-    // Errors name the table: its --table NAME when there are several.
-    tb.name = tables > 1 ? f.tables[t] : std::filesystem::path(artifact).filename().string();
+    // Errors name the table: its --table NAME, or the file of a one-table artifact.
+    tb.name = !f.tables.empty() ? f.tables[t] : std::filesystem::path(artifact).filename().string();
     tb.indices = std::span<const int64_t>(ids[t]);
     const size_t count = static_cast<size_t>(bounds[t].num_elements());
     if (bounds[t].dtype == "<i8") {
@@ -204,6 +210,33 @@ Status run_bags(const std::string& artifact, const std::vector<std::string>& tok
     const char* descr = dtype == FloatDtype::kF32 ? "<f4" : dtype == FloatDtype::kF16 ? "<f2" : "<u2";
     QEMB_ASSIGN_OR_RETURN(npy, NpyWriter::create(out, descr, {static_cast<int64_t>(bags), width}));
   }
+  if (json) {
+    // A summary of the call (what each table contributes, where its columns
+    // are), then the rows unless -o took them.
+    nlohmann::json j;
+    j["artifact"] = artifact;
+    j["bags"] = bags;
+    j["width"] = width;
+    j["dtype"] = to_string(dtype);
+    j["pool"] = to_string(mode);
+    j["output"] = out.empty() ? nlohmann::json() : nlohmann::json(out);
+    j["tables"] = nlohmann::json::array();
+    int64_t column = 0;
+    for (size_t t = 0; t < tables; ++t) {
+      const EmbeddingTable& table = *batch[t].embedding_table;
+      j["tables"].push_back({{"name", table.name()},
+                             {"vocab_size", table.vocab_size()},
+                             {"dim", table.dim()},
+                             {"columns", {column, column + table.dim()}},
+                             {"ids", batch[t].indices.size()},
+                             {"kernel", bag_kernel_name(table)}});
+      column += table.dim();
+    }
+    std::string head = json_text(j, 2);
+    head.resize(head.size() - 2);  // the closing "\n}"
+    head += out.empty() ? ",\n  \"rows\": [" : "\n}\n";
+    QEMB_RETURN_IF_ERROR(write_stdout(head.data(), head.size()));
+  }
   const size_t buffer_bags = std::min(bags, chunk_bags);
   std::vector<float> pooled(dtype == FloatDtype::kF32 ? buffer_bags * static_cast<size_t>(width) : 0);
   std::vector<uint16_t> half(dtype == FloatDtype::kF32 ? 0 : buffer_bags * static_cast<size_t>(width));
@@ -240,20 +273,34 @@ Status run_bags(const std::string& artifact, const std::vector<std::string>& tok
     }
     text.clear();
     for (size_t b = 0; b < count; ++b) {
-      text += std::to_string(first + b) + ':';
+      if (json) text += first + b == 0 ? "\n    [" : ",\n    [";
+      else text += std::to_string(first + b) + ':';
       for (int64_t j = 0; j < width; ++j) {
         const size_t k = b * static_cast<size_t>(width) + static_cast<size_t>(j);
         const float y = dtype == FloatDtype::kF32   ? pooled[k]
                         : dtype == FloatDtype::kF16 ? f16_to_float(half[k])
                                                     : bf16_to_float(half[k]);
-        std::snprintf(buf, sizeof(buf), " %.9g", static_cast<double>(y));
+        if (json && !std::isfinite(y))  // as plain --json rows: JSON has no infinity or NaN
+          std::snprintf(buf, sizeof(buf), "%s\"%s\"", j ? ", " : "",
+                        std::isnan(y) ? "NaN" : y > 0 ? "Infinity" : "-Infinity");
+        else if (json)
+          std::snprintf(buf, sizeof(buf), "%s%.9g", j ? ", " : "", static_cast<double>(y));
+        else
+          std::snprintf(buf, sizeof(buf), " %.9g", static_cast<double>(y));
         text += buf;
       }
-      text += '\n';
+      text += json ? "]" : "\n";
     }
     QEMB_RETURN_IF_ERROR(write_stdout(text.data(), text.size()));
   }
-  if (npy) return npy->finish();
+  if (json && out.empty()) {
+    const std::string tail = bags > 0 ? "\n  ]\n}\n" : "]\n}\n";
+    QEMB_RETURN_IF_ERROR(write_stdout(tail.data(), tail.size()));
+  }
+  if (npy) {
+    QEMB_RETURN_IF_ERROR(npy->finish());
+    return json ? flush_stdout() : Status::Ok();
+  }
   return flush_stdout();
 }
 

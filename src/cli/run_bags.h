@@ -34,9 +34,11 @@ bool bag_flags_given(const BagFlags& flags);
 // Pools the ids of --tokens / --tokens-file (one list per table) by the bags
 // of --bags and writes a [B, sum of D_t] .npy to `out` (float32, or float16 /
 // bfloat16 bits as --out-dtype says), table t's columns at its offset, or
-// prints one row per bag.
+// prints one row per bag. `json`: prints a JSON summary (bags, width, dtype,
+// pool, output, each table's name, dim, columns, ids and kernel) and, without
+// `out`, the rows under "rows".
 Status run_bags(const std::string& artifact, const std::vector<std::string>& tokens,
                 const std::vector<std::string>& tokens_files, const BagFlags& flags, const RuntimeOptions& options,
-                const std::string& out);
+                const std::string& out, bool json = false);
 
 }  // namespace qemb::cli

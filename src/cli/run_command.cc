@@ -126,7 +126,7 @@ class RowPrinter {
 // as uint16.
 template <typename T>
 Status run_lookups(const EmbeddingTable& rt, const TokenStream& batch, const std::string& out, bool json,
-                   const FloatDtype* dtype) {
+                   const FloatDtype* dtype, const std::string& table_prefix) {
   const int64_t dim = rt.dim();
   const size_t n = batch.size();
   const size_t row_bytes = static_cast<size_t>(dim) * sizeof(T);
@@ -146,7 +146,7 @@ Status run_lookups(const EmbeddingTable& rt, const TokenStream& batch, const std
         const int64_t id = ids_buf[i];
         if (id < 0 || id >= rt.vocab_size())
           return make_error(ErrorCode::kOutOfRange,
-                            "token id " + std::to_string(id) + " at position " + std::to_string(first + i) +
+                            table_prefix + "token id " + std::to_string(id) + " at position " + std::to_string(first + i) +
                                 (id < 0 ? " is negative" : " is past the last row") + "; ids must be in [0, " +
                                 std::to_string(rt.vocab_size()) + ")");
       }
@@ -229,7 +229,9 @@ void add_run_command(CLI::App& app, Action& run) {
                       "float32 value; a bf16 .npy holds the bit patterns as uint16)")
           ->capture_default_str()
           ->check(parsed_by(parse_float_dtype));
-  cmd->add_flag("--json", f->json, "print the rows as JSON arrays, nested as the output's shape");
+  cmd->add_flag("--json", f->json,
+                "print the rows as JSON arrays, nested as the output's shape; with --bags, a JSON summary (bags, "
+                "each table's name, dim and columns) with the rows, or without them when -o writes them");
   cmd->add_flag("--reference", f->reference, "use the scalar reference interpreter");
   cmd->add_option("--threads", f->threads, "threads for large batches (0 = one per core)")
       ->check(count_rule(0, kMaxThreads))
@@ -247,15 +249,13 @@ void add_run_command(CLI::App& app, Action& run) {
       throw CLI::RequiresError("--out-dtype", "--dequantize or --bags");
     run = [f, bag]() -> Status {
       if (bag_flags_given(*bag)) {
-        if (f->json)
-          return make_error(ErrorCode::kInvalidArgument, "--json prints plain lookups; pooled rows go to -o or print as text");
         RuntimeOptions options;
         QEMB_ASSIGN_OR_RETURN(options.verify, parse_verify(f->verify));
         options.threads = f->threads;
         options.reference = f->reference;
         bag->tables = f->tables;
         bag->out_dtype = f->out_dtype;
-        return run_bags(f->artifact, f->tokens, f->tokens_file, *bag, options, f->out);
+        return run_bags(f->artifact, f->tokens, f->tokens_file, *bag, options, f->out, f->json);
       }
       // A plain lookup reads one id list from one table.
       if (f->tables.size() > 1)
@@ -286,14 +286,16 @@ void add_run_command(CLI::App& app, Action& run) {
       options.reference = f->reference;
       QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::load(f->artifact, options));
       QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* table, choose_table(*rt, f->tables.empty() ? "" : f->tables[0]));
+      // In an artifact of several tables, errors name the table.
+      const std::string prefix = rt->table_count() > 1 ? "table '" + table->name() + "': " : "";
       // Activations as they are (uint16 or uint8); a weight-only table's
       // lookups are floats already, so it writes them with or without --dequantize.
       const int bits = table->activation_bits();
-      if (!f->dequantize && bits == 16) return run_lookups<uint16_t>(*table, *batch, f->out, f->json, nullptr);
-      if (!f->dequantize && bits == 8) return run_lookups<uint8_t>(*table, *batch, f->out, f->json, nullptr);
+      if (!f->dequantize && bits == 16) return run_lookups<uint16_t>(*table, *batch, f->out, f->json, nullptr, prefix);
+      if (!f->dequantize && bits == 8) return run_lookups<uint8_t>(*table, *batch, f->out, f->json, nullptr, prefix);
       QEMB_ASSIGN_OR_RETURN(const FloatDtype dtype, parse_float_dtype(f->out_dtype));
-      if (dtype == FloatDtype::kF32) return run_lookups<float>(*table, *batch, f->out, f->json, &dtype);
-      return run_lookups<uint16_t>(*table, *batch, f->out, f->json, &dtype);
+      if (dtype == FloatDtype::kF32) return run_lookups<float>(*table, *batch, f->out, f->json, &dtype, prefix);
+      return run_lookups<uint16_t>(*table, *batch, f->out, f->json, &dtype, prefix);
     };
   });
 }

@@ -4,11 +4,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/ir.h"
 #include "qemb/export.h"
+#include "qemb/runtime.h"
+#include "runtime/runtime_impl.h"
 #include "core/file.h"
 #include "core/json_text.h"
 
@@ -141,7 +144,45 @@ Result<QuantizedEmbedding> quantized_embedding(const CompiledEmbedding& compiled
 }
 
 Result<QuantizedEmbedding> quantized_embedding(const LoadedArtifact& artifact) {
+  size_t outputs = 0;
+  if (artifact.graph)
+    for (const Tensor& t : artifact.graph->tensors) outputs += t.kind == TensorKind::kAppRead;
+  if (outputs > 1) {
+    auto all = quantized_embeddings(artifact);
+    if (!all.ok()) return all.error();
+    std::string names;
+    for (const QuantizedEmbedding& e : *all) names += (names.empty() ? "" : ", ") + e.node;
+    return make_error(ErrorCode::kUnsupported,
+                      "the artifact holds " + std::to_string(all->size()) + " tables (" + names +
+                          "); export one with OnnxExportRequest.table = NAME, or all as one model with "
+                          "OnnxExportRequest.all_tables");
+  }
   return from_graph(*artifact.graph, artifact.metadata);
+}
+
+Result<std::vector<QuantizedEmbedding>> quantized_embeddings(const LoadedArtifact& artifact,
+                                                             const std::string& table) {
+  // The runtime cuts each table's part out of the graph, with its metadata.
+  RuntimeOptions ro;
+  ro.reference = true;  // no kernels are run
+  QEMB_ASSIGN_OR_RETURN(auto rt, EmbeddingRuntime::from_artifact(artifact, ro));
+  std::vector<QuantizedEmbedding> out;
+  if (rt->table_count() == 1 && artifact.metadata.is_object() && artifact.metadata.contains("scheme")) {
+    if (!table.empty() && table != rt->table(0).name()) QEMB_RETURN_IF_ERROR(rt->find_table(table).status());
+    QEMB_ASSIGN_OR_RETURN(QuantizedEmbedding e, from_graph(*artifact.graph, artifact.metadata));
+    out.push_back(std::move(e));
+    return out;
+  }
+  for (size_t i = 0; i < rt->table_count(); ++i) {
+    const EmbeddingTable& t = rt->table(i);
+    if (!table.empty() && t.name() != table) continue;
+    Result<QuantizedEmbedding> e = from_graph(*table_impl(t).graph, t.metadata());
+    if (!e.ok()) return make_error(e.error().code, "table '" + t.name() + "': " + e.error().message);
+    e->node = t.name();
+    out.push_back(std::move(e).value());
+  }
+  if (out.empty()) QEMB_RETURN_IF_ERROR(rt->find_table(table).status());
+  return out;
 }
 
 std::vector<uint16_t> folded_table(const QuantizedEmbedding& e) {
@@ -207,7 +248,8 @@ const char kRowsPlaceholder[] = "\x01qemb per-row encodings\x01";
 
 // The encodings JSON; with `rows_placeholder`, the per-row list is the
 // placeholder string instead of one object a row.
-nlohmann::json encodings_json(const QuantizedEmbedding& e, const OnnxExportOptions& o, bool rows_placeholder) {
+nlohmann::json encodings_json(const QuantizedEmbedding& e, const OnnxExportOptions& o, bool rows_placeholder,
+                              const std::string& output = "embedding", const std::string& placeholder = kRowsPlaceholder) {
   using nlohmann::json;
   const std::string& n = e.node;
   const int bits = weight_bits(e.scheme);
@@ -219,7 +261,7 @@ nlohmann::json encodings_json(const QuantizedEmbedding& e, const OnnxExportOptio
   j["param_encodings"] = json::object();
   if (!o.folded) {
     if (rows_placeholder) {
-      j["param_encodings"][n + "_weight"] = kRowsPlaceholder;
+      j["param_encodings"][n + "_weight"] = placeholder;
     } else {
       json per_channel = json::array();
       for (float s : e.row_scales) per_channel.push_back(aimet_encoding(s, sym_offset, bits, true));
@@ -233,7 +275,7 @@ nlohmann::json encodings_json(const QuantizedEmbedding& e, const OnnxExportOptio
       j["activation_encodings"][n + "_intermediate"] = smax;
     }
   }
-  j["activation_encodings"]["embedding"] = act;
+  j["activation_encodings"][output] = act;
   j["excluded_layers"] = json::array();
   // The 0.6.1 spec types is_symmetric and per_channel_quantization as strings;
   // is_symmetric describes the parameters (the activation is asymmetric).
@@ -282,6 +324,59 @@ Status write_onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptions
   return sink(std::string_view(text).substr(at + marker.size()));
 }
 
+Status write_onnx_encodings(const std::vector<QuantizedEmbedding>& tables, const OnnxExportOptions& o,
+                            const std::function<Status(std::string_view)>& sink) {
+  if (tables.size() == 1) return write_onnx_encodings(tables[0], o, sink);
+  // Every table's encodings merged, each per-row list a placeholder of its own
+  // streamed in place as for one table.
+  nlohmann::json merged;
+  std::vector<std::string> markers;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const std::string placeholder = std::string(kRowsPlaceholder) + std::to_string(t) + "\x01";
+    markers.push_back(nlohmann::json(placeholder).dump());
+    const nlohmann::json j = encodings_json(tables[t], o, true, onnx_table_output(tables[t]), placeholder);
+    if (merged.is_null()) {
+      merged = j;
+      continue;
+    }
+    for (const char* group : {"activation_encodings", "param_encodings"})
+      for (auto it = j[group].begin(); it != j[group].end(); ++it) merged[group][it.key()] = it.value();
+    merged["quantizer_args"]["param_bitwidth"] = nlohmann::json();  // tables may differ: see each param encoding
+  }
+  const std::string text = json_text(merged, 2) + "\n";
+  std::vector<std::pair<size_t, size_t>> at;  // (position, table)
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const size_t p = text.find(markers[t]);
+    if (p != std::string::npos) at.push_back({p, t});
+  }
+  std::sort(at.begin(), at.end());
+  size_t done = 0;
+  for (auto [p, t] : at) {
+    QEMB_RETURN_IF_ERROR(sink(std::string_view(text).substr(done, p - done)));
+    const QuantizedEmbedding& e = tables[t];
+    const int bits = weight_bits(e.scheme);
+    const int64_t sym_offset = -(int64_t{1} << (bits - 1));
+    std::string chunk = "[\n";
+    for (size_t r = 0; r < e.row_scales.size(); ++r) {
+      const std::string elem = json_text(aimet_encoding(e.row_scales[r], sym_offset, bits, true), 2);
+      chunk += "      ";
+      for (char c : elem) {
+        chunk += c;
+        if (c == '\n') chunk += "      ";
+      }
+      chunk += r + 1 < e.row_scales.size() ? ",\n" : "\n";
+      if (chunk.size() >= (1u << 20)) {
+        QEMB_RETURN_IF_ERROR(sink(chunk));
+        chunk.clear();
+      }
+    }
+    chunk += "    ]";
+    QEMB_RETURN_IF_ERROR(sink(chunk));
+    done = p + markers[t].size();
+  }
+  return sink(std::string_view(text).substr(done));
+}
+
 bool looks_like_artifact(const std::string& path) {
   // Non-blocking, and only a regular file: a FIFO must not wait for a writer
   // here (the checkpoint reader then refuses it with a clear message).
@@ -305,13 +400,24 @@ Result<OnnxExportSummary> export_onnx(const OnnxExportRequest& r) {
   if (!r.encodings_path.empty() && same_file(r.out_path, r.encodings_path))
     return make_error(ErrorCode::kInvalidArgument, "the model and the encodings would both be written to '" +
                                                        r.out_path + "'; give OnnxExportRequest.encodings_path its own path");
-  if (!onnx_export_available()) return onnx_model_bytes({}, {}).error();  // says how to get it
+  if (!onnx_export_available()) return onnx_model_bytes(QuantizedEmbedding{}, OnnxExportOptions{}).error();  // says how to get it
 
   OnnxExportSummary summary;
   QuantizedEmbedding e;
+  std::vector<QuantizedEmbedding> all;
+  if (!r.table.empty() && r.all_tables)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "OnnxExportRequest.table exports one table and OnnxExportRequest.all_tables every one; "
+                      "give one of them");
   if (looks_like_artifact(r.input)) {
     QEMB_ASSIGN_OR_RETURN(LoadedArtifact a, load_artifact(r.input));
-    QEMB_ASSIGN_OR_RETURN(e, quantized_embedding(a));
+    if (!r.table.empty() || r.all_tables) {
+      QEMB_ASSIGN_OR_RETURN(all, quantized_embeddings(a, r.table));
+      e = all.front();
+      if (!r.all_tables) all.clear();
+    } else {
+      QEMB_ASSIGN_OR_RETURN(e, quantized_embedding(a));
+    }
     if (r.compile_options_given)
       return make_error(ErrorCode::kInvalidArgument,
                         "'" + r.input + "' is an artifact, compiled already (scheme " + to_string(e.scheme) +
@@ -321,13 +427,23 @@ Result<OnnxExportSummary> export_onnx(const OnnxExportRequest& r) {
                             "checkpoint: drop them, or export from the checkpoint");
     summary.from_artifact = true;
   } else {
+    if (!r.table.empty() || r.all_tables)
+      return make_error(ErrorCode::kInvalidArgument,
+                        "'" + r.input + "' is a checkpoint; OnnxExportRequest.table and OnnxExportRequest.all_tables choose "
+                        "tables of an artifact: name the checkpoint's tensor with CompileOptions.tensor, or compile "
+                        "it first");
     CompileOptions c = r.compile;
     c.mode = CompileMode::kFused;  // keeps the per-row weights the graph needs
     QEMB_ASSIGN_OR_RETURN(CompiledEmbedding compiled, compile_checkpoint(r.input, c));
     QEMB_ASSIGN_OR_RETURN(e, quantized_embedding(compiled));
   }
-  QEMB_RETURN_IF_ERROR(check_onnx_export(e, r.onnx));
-  QEMB_ASSIGN_OR_RETURN(std::string model, onnx_model_bytes(e, r.onnx));
+  std::string model;
+  if (all.size() > 1) {
+    QEMB_ASSIGN_OR_RETURN(model, onnx_model_bytes(all, r.onnx));
+  } else {
+    QEMB_RETURN_IF_ERROR(check_onnx_export(e, r.onnx));
+    QEMB_ASSIGN_OR_RETURN(model, onnx_model_bytes(e, r.onnx));
+  }
 
   // Both files are complete under temporary names before either is renamed.
   QEMB_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> model_file, AtomicFileWriter::create(r.out_path));
@@ -337,8 +453,9 @@ Result<OnnxExportSummary> export_onnx(const OnnxExportRequest& r) {
     QEMB_ASSIGN_OR_RETURN(enc_file, AtomicFileWriter::create(r.encodings_path));
     // Written as it is made: one row's encoding at a time, never the whole
     // list in memory (about 1.7 KB a row as JSON objects).
-    QEMB_RETURN_IF_ERROR(write_onnx_encodings(
-        e, r.onnx, [&](std::string_view piece) { return enc_file->write(piece.data(), piece.size()); }));
+    auto write = [&](std::string_view piece) { return enc_file->write(piece.data(), piece.size()); };
+    if (all.size() > 1) QEMB_RETURN_IF_ERROR(write_onnx_encodings(all, r.onnx, write));
+    else QEMB_RETURN_IF_ERROR(write_onnx_encodings(e, r.onnx, write));
   }
   // All or none: a failure writing either file publishes neither.
   QEMB_RETURN_IF_ERROR(commit_all({model_file.get(), enc_file.get()}));
@@ -347,6 +464,14 @@ Result<OnnxExportSummary> export_onnx(const OnnxExportRequest& r) {
   e.folded.clear();
   e.row_scales.clear();
   summary.embedding = std::move(e);
+  if (all.size() > 1) {
+    for (QuantizedEmbedding& t : all) {
+      t.q.clear();
+      t.folded.clear();
+      t.row_scales.clear();
+    }
+    summary.tables = std::move(all);
+  }
   return summary;
 }
 

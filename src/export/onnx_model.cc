@@ -23,6 +23,10 @@ Result<std::string> onnx_model_bytes(const QuantizedEmbedding&, const OnnxExport
                     "libprotobuf-dev missing); install them and rebuild");
 }
 
+Result<std::string> onnx_model_bytes(const std::vector<QuantizedEmbedding>&, const OnnxExportOptions&) {
+  return onnx_model_bytes(QuantizedEmbedding{}, OnnxExportOptions{});
+}
+
 #else
 
 bool onnx_export_available() { return true; }
@@ -107,7 +111,49 @@ std::vector<uint8_t> pack_int4_flat(const std::vector<int8_t>& v) {
   return out;
 }
 
+// Adds table `e`'s lookup to the graph: input `indices`, output `output`.
+void add_table(ModelBuilder& b, onnx::GraphProto* g, const QuantizedEmbedding& e, const OnnxExportOptions& o,
+               const std::string& indices, const std::string& output);
+
 }  // namespace
+
+Result<std::string> onnx_model_bytes(const std::vector<QuantizedEmbedding>& tables, const OnnxExportOptions& o) {
+  if (tables.empty()) return make_error(ErrorCode::kInvalidArgument, "no tables to export");
+  if (tables.size() == 1) return onnx_model_bytes(tables[0], o);
+  uint64_t bytes = 0;
+  for (const QuantizedEmbedding& e : tables) {
+    Status s = check_onnx_export(e, o);
+    if (!s.ok()) return make_error(s.code(), "table '" + e.node + "': " + s.message());
+    const uint64_t n = static_cast<uint64_t>(e.rows) * static_cast<uint64_t>(e.dim);
+    bytes += (o.folded ? 2 * n : (o.int4_weights ? (n + 1) / 2 : n)) + 16 * static_cast<uint64_t>(e.rows) + 4096;
+  }
+  if (bytes > kOnnxMaxModelBytes)
+    return make_error(ErrorCode::kUnsupported,
+                      "the tables (" + std::to_string(bytes) +
+                          " bytes as initializers) would make the model exceed protobuf's 2 GiB message limit, and "
+                          "this exporter writes no external data; export them one at a time with --table");
+  GOOGLE_PROTOBUF_VERIFY_VERSION;
+  onnx::ModelProto model;
+  model.set_ir_version(kIrVersion);
+  model.set_producer_name("qemb");
+  model.set_producer_version(QEMB_VERSION);
+  model.set_doc_string("qemb embeddings: " + std::to_string(tables.size()) + " tables" +
+                       (o.folded ? ", folded" : ""));
+  onnx::OperatorSetIdProto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(o.opset);
+  nlohmann::json provenance = nlohmann::json::array();
+  for (const QuantizedEmbedding& e : tables) provenance.push_back(e.provenance);
+  onnx::StringStringEntryProto* p = model.add_metadata_props();
+  p->set_key("qemb.provenance");
+  p->set_value(provenance.dump());
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name("qemb_tables");
+  ModelBuilder b(g);
+  for (const QuantizedEmbedding& e : tables)
+    add_table(b, g, e, o, onnx_table_input(e), onnx_table_output(e));
+  return model.SerializeAsString();
+}
 
 Result<std::string> onnx_model_bytes(const QuantizedEmbedding& e, const OnnxExportOptions& o) {
   QEMB_RETURN_IF_ERROR(check_onnx_export(e, o));
@@ -133,10 +179,18 @@ Result<std::string> onnx_model_bytes(const QuantizedEmbedding& e, const OnnxExpo
   onnx::GraphProto* g = model.mutable_graph();
   g->set_name(e.node);
   ModelBuilder b(g);
+  add_table(b, g, e, o, "indices", "embedding");
+  return model.SerializeAsString();
+}
+
+namespace {
+
+void add_table(ModelBuilder& b, onnx::GraphProto* g, const QuantizedEmbedding& e, const OnnxExportOptions& o,
+               const std::string& indices, const std::string& output) {
   const std::string& n = e.node;
   const std::string rows = std::to_string(e.rows), dim = std::to_string(e.dim);
-  b.value(g->mutable_input(), "indices", o.int32_indices ? kInt32 : kInt64, {"N"});
-  b.value(g->mutable_output(), "embedding", kFloat, {"N", dim});
+  b.value(g->mutable_input(), indices, o.int32_indices ? kInt32 : kInt64, {"N"});
+  b.value(g->mutable_output(), output, kFloat, {"N", dim});
 
   // The activation encoding: y = s_a * (q - zp_a), q uint16.
   b.scalar_f32(n + "_act_scale", e.act.scale);
@@ -146,10 +200,10 @@ Result<std::string> onnx_model_bytes(const QuantizedEmbedding& e, const OnnxExpo
     // The optimized pattern after its Convert is folded: a uint16 table.
     const std::vector<uint16_t> table = folded_table(e);
     b.initializer(n + "_convert_quantized", kUint16, {e.rows, e.dim}, table.data(), table.size() * 2);
-    ModelBuilder::int_attribute(b.node("Gather", n, {n + "_convert_quantized", "indices"}, n + "_quantized"), "axis",
+    ModelBuilder::int_attribute(b.node("Gather", n, {n + "_convert_quantized", indices}, n + "_quantized"), "axis",
                                 0);
-    b.dequantize(n + "_dequantize", n + "_quantized", n + "_act_scale", n + "_act_zero_point", "embedding");
-    return model.SerializeAsString();
+    b.dequantize(n + "_dequantize", n + "_quantized", n + "_act_scale", n + "_act_zero_point", output);
+    return;
   }
 
   // The per-row weight: int8 (or INT4) values, one scale per row, zero points 0.
@@ -175,7 +229,7 @@ Result<std::string> onnx_model_bytes(const QuantizedEmbedding& e, const OnnxExpo
     b.quantize(n + "_convert", n + "_weight", n + "_act_scale", n + "_act_zero_point", n + "_convert_quantized");
     b.dequantize(n + "_convert_dequantize", n + "_convert_quantized", n + "_act_scale", n + "_act_zero_point",
                  n + "_convert");
-    ModelBuilder::int_attribute(b.node("Gather", n, {n + "_convert", "indices"}, "embedding"), "axis", 0);
+    ModelBuilder::int_attribute(b.node("Gather", n, {n + "_convert", indices}, output), "axis", 0);
   } else {
     // The per-tensor s_max approximation of the weight's bitwidth, Gather
     // "N_intermediate", then Convert "N_convert" into the activation encoding.
@@ -192,14 +246,15 @@ Result<std::string> onnx_model_bytes(const QuantizedEmbedding& e, const OnnxExpo
                n + "_intermediate_table_quantized");
     b.dequantize(n + "_intermediate_dequantize", n + "_intermediate_table_quantized", n + "_intermediate_scale",
                  n + "_intermediate_zero_point", n + "_intermediate_table");
-    ModelBuilder::int_attribute(b.node("Gather", n + "_intermediate", {n + "_intermediate_table", "indices"},
+    ModelBuilder::int_attribute(b.node("Gather", n + "_intermediate", {n + "_intermediate_table", indices},
                                        n + "_intermediate"),
                                 "axis", 0);
     b.quantize(n + "_convert", n + "_intermediate", n + "_act_scale", n + "_act_zero_point", n + "_quantized");
-    b.dequantize(n + "_dequantize", n + "_quantized", n + "_act_scale", n + "_act_zero_point", "embedding");
+    b.dequantize(n + "_dequantize", n + "_quantized", n + "_act_scale", n + "_act_zero_point", output);
   }
-  return model.SerializeAsString();
 }
+
+}  // namespace
 
 #endif
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -614,7 +615,8 @@ Result<std::vector<std::string>> Checkpoint::select_tables(const std::vector<std
     if (is_glob(spec)) {
       for (const std::string& n : names)
         if (::fnmatch(spec.c_str(), n.c_str(), 0) == 0) hits.push_back(n);
-      std::sort(hits.begin(), hits.end());  // shard order is an accident of how the checkpoint was saved
+      // The checkpoint's order (tensor_names: the index's, or the file's),
+      // so that a recommender's tables come out as the model lists them.
       // A name may hold glob characters itself; else the pattern matched nothing.
       if (hits.empty() && std::find(names.begin(), names.end(), spec) == names.end())
         return make_error(ErrorCode::kNotFound, "no tensor " + in_quotes(spec) + " in " + in_quotes(file()) +
@@ -628,6 +630,62 @@ Result<std::vector<std::string>> Checkpoint::select_tables(const std::vector<std
       QEMB_ASSIGN_OR_RETURN(std::string name, find_embedding(n));  // checks presence and rank
       if (seen.insert(name).second) out.push_back(name);
     }
+  }
+  return out;
+}
+
+Result<std::vector<NamedTable>> Checkpoint::select_named_tables(const std::vector<std::string>& specs) const {
+  // Each spec names one table, or (a glob) several; `alias` the one it names.
+  struct Spec {
+    std::string pattern, alias;
+  };
+  std::vector<Spec> parsed;
+  const std::vector<std::string> names = tensor_names();
+  for (const std::string& spec : specs) {
+    const size_t eq = spec.rfind('=');
+    // A tensor whose own name holds '=' is taken whole.
+    if (eq == std::string::npos || std::find(names.begin(), names.end(), spec) != names.end()) {
+      parsed.push_back({spec, ""});
+      continue;
+    }
+    Spec s{spec.substr(0, eq), spec.substr(eq + 1)};
+    if (s.pattern.empty())
+      return make_error(ErrorCode::kInvalidArgument,
+                        "table spec " + in_quotes(spec) + " names no tensor before '='; write TENSOR=NAME");
+    if (s.alias.empty())
+      return make_error(ErrorCode::kInvalidArgument,
+                        "table spec " + in_quotes(spec) + " gives an empty name after '='; write TENSOR=NAME");
+    parsed.push_back(std::move(s));
+  }
+  std::vector<NamedTable> out;
+  std::map<std::string, std::string> taken;  // table name -> the tensor it names
+  for (const Spec& s : parsed) {
+    QEMB_ASSIGN_OR_RETURN(std::vector<std::string> hits, select_tables({s.pattern}));
+    if (!s.alias.empty() && hits.size() > 1)
+      return make_error(ErrorCode::kInvalidArgument,
+                        "table spec " + in_quotes(s.pattern + "=" + s.alias) + " gives the name " +
+                            in_quotes(s.alias) + " to " + std::to_string(hits.size()) + " tensors (" +
+                            join_names(hits) + "); a name is for one table: give each tensor its own TENSOR=NAME");
+    for (const std::string& tensor : hits) {
+      if (std::any_of(out.begin(), out.end(), [&](const NamedTable& t) { return t.tensor == tensor; })) {
+        if (!s.alias.empty())
+          return make_error(ErrorCode::kInvalidArgument,
+                            "tensor " + in_quotes(tensor) + " is selected twice, the second time as " +
+                                in_quotes(s.alias) + "; select each tensor once");
+        continue;  // a glob's repeat, as select_tables
+      }
+      NamedTable t{tensor, s.alias.empty() ? tensor : s.alias};
+      auto [it, fresh] = taken.emplace(t.name, tensor);
+      if (!fresh)
+        return make_error(ErrorCode::kInvalidArgument,
+                          "two tables are both named " + in_quotes(t.name) + " (tensors " + in_quotes(it->second) +
+                              " and " + in_quotes(tensor) + "); table names must be unique");
+      out.push_back(std::move(t));
+    }
+  }
+  if (specs.empty()) {
+    QEMB_ASSIGN_OR_RETURN(std::vector<std::string> detected, select_tables({}));
+    out.push_back({detected[0], detected[0]});
   }
   return out;
 }

@@ -14,6 +14,7 @@
 
 #include "qemb/embedding_bag.h"
 #include "core/ir.h"
+#include "runtime/runtime_impl.h"
 #include "runtime/worker_pool.h"
 
 namespace qemb {
@@ -32,7 +33,8 @@ nlohmann::json BenchResult::to_json() const {
           {"row_bytes_written", row_bytes_written},
           {"baseline_row_bytes", baseline_row_bytes},
           {"ratio", ratio},
-          {"pooling", pooling}};
+          {"pooling", pooling},
+          {"table", table}};
 }
 
 namespace {
@@ -106,9 +108,16 @@ PairedRates measure_pairs(double min_seconds, size_t batches, Kernel kernel, Bas
   return {n / kernel_s, n / baseline_s};
 }
 
-Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOptions& options);
+Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const EmbeddingTable& table,
+                                  const BenchOptions& options);
 
 }  // namespace
+
+Result<const EmbeddingTable*> bench_table(const EmbeddingRuntime& runtime, const std::string& name) {
+  if (!name.empty()) return runtime.find_table(name);
+  if (runtime.table_count() == 1) return &runtime.table(0);
+  return several_tables_error(runtime, "choose one with BenchOptions.table");
+}
 
 Result<BenchResult> run_bench(const EmbeddingRuntime& runtime, const BenchOptions& options) {
   if (options.batch == 0) return make_error(ErrorCode::kInvalidArgument, "BenchOptions.batch must be at least 1");
@@ -116,22 +125,24 @@ Result<BenchResult> run_bench(const EmbeddingRuntime& runtime, const BenchOption
     return make_error(ErrorCode::kInvalidArgument, "the hot id set must hold at least 1 id");
   if (!std::isfinite(options.min_seconds) || !(options.min_seconds > 0))
     return make_error(ErrorCode::kInvalidArgument, "the time per measurement must be a finite number of seconds > 0");
+  QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* chosen, bench_table(runtime, options.table));
+  const EmbeddingTable& table = *chosen;
   const size_t bags = options.batch;
   BenchOptions o = options;
   // ids per step; then a step's ids, output and baseline copy (each row at
   // most float32 wide): refuse what this machine cannot hold before anything
   // is allocated.
-  const uint64_t per_row = 8 + 2 * 4 * static_cast<uint64_t>(runtime.dim());
+  const uint64_t per_row = 8 + 2 * 4 * static_cast<uint64_t>(table.dim());
   const uint64_t memory = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
   uint64_t needed = 0;
   if ((o.pooling > 0 && __builtin_mul_overflow(bags, o.pooling, &o.batch)) ||
       __builtin_mul_overflow(static_cast<uint64_t>(o.batch), per_row, &needed) || needed > memory / 2)
     return make_error(ErrorCode::kInvalidArgument,
-                      "a batch of " + std::to_string(options.batch) + " rows of " + std::to_string(runtime.dim()) +
+                      "a batch of " + std::to_string(options.batch) + " rows of " + std::to_string(table.dim()) +
                           " values needs more than half of this machine's memory (" + std::to_string(memory) +
                           " bytes); use a smaller BenchOptions.batch");
   try {
-    return run_bench_ids(runtime, o);
+    return run_bench_ids(runtime, table, o);
   } catch (const std::bad_alloc&) {
     return make_error(ErrorCode::kInvalidArgument,
                       "cannot allocate the buffers for a batch of " + std::to_string(options.batch) +
@@ -144,10 +155,11 @@ Result<BenchResult> run_bench(const EmbeddingRuntime& runtime, const BenchOption
 
 namespace {
 
-Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOptions& options) {
-  QEMB_ASSIGN_OR_RETURN(StoredTable table, stored_table(*runtime.artifact().graph));
-  const int64_t vocab = runtime.vocab_size();
-  const size_t dim = static_cast<size_t>(runtime.dim());
+Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const EmbeddingTable& chosen,
+                                  const BenchOptions& options) {
+  QEMB_ASSIGN_OR_RETURN(StoredTable table, stored_table(*table_impl(chosen).graph));
+  const int64_t vocab = chosen.vocab_size();
+  const size_t dim = static_cast<size_t>(chosen.dim());
   const size_t batch = options.batch;
 
   // Cold: enough distinct batches to cycle through ~4x the table or 64M ids,
@@ -166,8 +178,9 @@ Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOp
                           : hot_ids[i % hot_ids.size()];
 
   BenchResult r;
-  r.kernel = runtime.kernel_name();
-  r.isa = runtime.isa();
+  r.kernel = chosen.kernel_name();
+  r.isa = table_impl(chosen).isa;
+  r.table = chosen.name();
   r.threads = runtime.threads();
   r.batch = batch;
   r.cold = options.cold;
@@ -210,14 +223,15 @@ Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOp
     if (options.pooling > 0) {
       TableBags t;
       t.table = &runtime;
+      t.embedding_table = &chosen;
       t.indices = span;
       t.boundaries = std::span<const int64_t>(offsets);
       s = embedding_bag(t, pooled.data());
     } else {
-      if (!options.dequantize && bits == 16) s = runtime.lookup(span, out16.data());
-      else if (!options.dequantize && bits == 8) s = runtime.lookup(span, out8.data());
-      else if (wide) s = runtime.lookup_dequantized(span, out32.data());
-      else s = runtime.lookup_dequantized(span, options.out_dtype, out16.data());
+      if (!options.dequantize && bits == 16) s = chosen.lookup(span, out16.data());
+      else if (!options.dequantize && bits == 8) s = chosen.lookup(span, out8.data());
+      else if (wide) s = chosen.lookup_dequantized(span, out32.data());
+      else s = chosen.lookup_dequantized(span, options.out_dtype, out16.data());
     }
     if (!s.ok()) failure = s;
   };
@@ -240,7 +254,7 @@ Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const BenchOp
   if (options.pooling > 0) {
     r.pooling = options.pooling;
     r.batch = batch / options.pooling;  // bags
-    r.kernel = bag_kernel_name(runtime);
+    r.kernel = bag_kernel_name(chosen);
     r.row_bytes_written = 0;  // B rows of D floats for batch * pooling ids
     r.bytes_per_s = r.rows_per_s * static_cast<double>(table.row_bytes);
   }

@@ -32,15 +32,16 @@ Result<BenchSweep> run_bench_sweep(const EmbeddingRuntime& runtime, const BenchO
   if (options.pooling != 0)
     return make_error(ErrorCode::kInvalidArgument, "the batch-size sweep measures plain lookups, not pooled ones");
   if (batches.empty()) return make_error(ErrorCode::kInvalidArgument, "the sweep needs at least one batch size");
+  QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* table, bench_table(runtime, options.table));
   BenchSweep sweep;
   sweep.artifact = artifact_name;
-  sweep.kernel = runtime.kernel_name();
+  sweep.kernel = table->kernel_name();
   sweep.isa = runtime.isa();
   sweep.threads = runtime.threads();
   sweep.dequantize = options.dequantize;
   sweep.out_dtype = options.out_dtype;
-  sweep.vocab = runtime.vocab_size();
-  sweep.dim = runtime.dim();
+  sweep.vocab = table->vocab_size();
+  sweep.dim = table->dim();
   std::vector<size_t> sorted = batches;
   std::sort(sorted.begin(), sorted.end());
   for (bool cold : {false, true}) {

@@ -55,6 +55,9 @@ qemb_status lookup(const qemb_runtime* runtime, const Id* ids, size_t count, Out
   if (count > 0 && ids == nullptr) return fail(QEMB_INVALID_ARGUMENT, "ids is NULL", err, err_size);
   if (count > 0 && out == nullptr) return fail(QEMB_INVALID_ARGUMENT, "out is NULL", err, err_size);
   try {
+    if (runtime->rt->table_count() > 1)
+      return report(qemb::several_tables_error(*runtime->rt, "look one up with qemb_lookup_table(runtime, NAME, ...)"),
+                    err, err_size);
     const std::span<const Id> span(ids, count);
     if constexpr (std::is_same_v<Out, uint16_t>) {
       if (half != qemb::FloatDtype::kF32) return report(runtime->rt->lookup_dequantized(span, half, out), err, err_size);
@@ -129,6 +132,10 @@ bool to_table_bags(const qemb_bags& c, size_t t, qemb::TableBags& out, std::stri
     }
     out.embedding_table = *found;
     out.name = c.table;
+  } else if (c.runtime->rt->table_count() > 1) {
+    why = field(t, "table") + " is NULL: " +
+          qemb::several_tables_error(*c.runtime->rt, "set it to one of them").message;
+    return false;
   }
   if (c.name != nullptr) out.name = c.name;
   if (ids_type == QEMB_INT32) {
@@ -188,6 +195,11 @@ qemb_status bags(const qemb_bags* tables, size_t num_tables, qemb::BagOutputType
   } catch (const std::exception& e) {
     return fail(QEMB_INTERNAL, e.what(), err, err_size);
   }
+}
+
+qemb::IntSpan c_int_span(const void* data, size_t count, int type) {
+  if (type == QEMB_INT32) return std::span<const int32_t>(static_cast<const int32_t*>(data), count);
+  return std::span<const int64_t>(static_cast<const int64_t*>(data), count);
 }
 
 }  // namespace
@@ -378,6 +390,98 @@ qemb_status qemb_embedding_bags_f16(const qemb_bags* tables, size_t num_tables, 
 qemb_status qemb_embedding_bags_bf16(const qemb_bags* tables, size_t num_tables, uint16_t* out, size_t out_count,
                                      char* err, size_t err_size) {
   return bags(tables, num_tables, qemb::BagOutputType::kBFloat16, out, out_count, err, err_size);
+}
+
+qemb_status qemb_lookup_table(const qemb_runtime* runtime, const char* table, const void* ids,
+                              qemb_int_type ids_type, size_t count, qemb_out_type out_type, void* out, char* err,
+                              size_t err_size) {
+  if (runtime == nullptr) return fail(QEMB_INVALID_ARGUMENT, "the runtime is NULL", err, err_size);
+  const int id_type = enum_value(ids_type), type = enum_value(out_type);
+  if (id_type != QEMB_INT32 && id_type != QEMB_INT64)
+    return fail(QEMB_INVALID_ARGUMENT,
+                "ids_type is " + std::to_string(id_type) + ": expected QEMB_INT32 or QEMB_INT64", err, err_size);
+  if (type < QEMB_OUT_U16 || type > QEMB_OUT_U8)
+    return fail(QEMB_INVALID_ARGUMENT,
+                "out_type is " + std::to_string(type) +
+                    ": expected QEMB_OUT_U16, QEMB_OUT_F32, QEMB_OUT_F16, QEMB_OUT_BF16 or QEMB_OUT_U8",
+                err, err_size);
+  if (count > 0 && ids == nullptr) return fail(QEMB_INVALID_ARGUMENT, "ids is NULL", err, err_size);
+  if (count > 0 && out == nullptr) return fail(QEMB_INVALID_ARGUMENT, "out is NULL", err, err_size);
+  try {
+    const qemb::EmbeddingTable* t = nullptr;
+    if (table != nullptr) {
+      auto found = runtime->rt->find_table(table);
+      if (!found.ok()) return report(found.status(), err, err_size);
+      t = *found;
+    } else if (runtime->rt->table_count() == 1) {
+      t = &runtime->rt->table(0);
+    } else {
+      return report(qemb::several_tables_error(*runtime->rt, "name one as the table argument"), err, err_size);
+    }
+    auto run = [&](auto span) -> qemb::Status {
+      switch (type) {
+        case QEMB_OUT_U16: return t->lookup(span, static_cast<uint16_t*>(out));
+        case QEMB_OUT_F32: return t->lookup_dequantized(span, static_cast<float*>(out));
+        case QEMB_OUT_F16: return t->lookup_dequantized(span, qemb::FloatDtype::kF16, out);
+        case QEMB_OUT_U8: return t->lookup(span, static_cast<uint8_t*>(out));
+        default: return t->lookup_dequantized(span, qemb::FloatDtype::kBF16, out);
+      }
+    };
+    if (id_type == QEMB_INT32)
+      return report(run(std::span<const int32_t>(static_cast<const int32_t*>(ids), count)), err, err_size);
+    return report(run(std::span<const int64_t>(static_cast<const int64_t*>(ids), count)), err, err_size);
+  } catch (const std::bad_alloc&) {
+    return fail(QEMB_INTERNAL, "out of memory", err, err_size);
+  } catch (const std::exception& e) {
+    return fail(QEMB_INTERNAL, e.what(), err, err_size);
+  }
+}
+
+qemb_status qemb_embedding_bags_flat(const qemb_runtime* runtime, const int32_t* feature_tables, size_t num_features,
+                                     const void* indices, size_t num_indices, qemb_int_type indices_type,
+                                     const void* offsets, size_t num_offsets, qemb_int_type offsets_type,
+                                     const float* per_sample_weights, qemb_pool_mode mode, float* out,
+                                     size_t out_count, char* err, size_t err_size) {
+  if (runtime == nullptr) return fail(QEMB_INVALID_ARGUMENT, "the runtime is NULL", err, err_size);
+  const int ids_type = enum_value(indices_type), offs_type = enum_value(offsets_type), pool = enum_value(mode);
+  if (ids_type != QEMB_INT32 && ids_type != QEMB_INT64)
+    return fail(QEMB_INVALID_ARGUMENT,
+                "indices_type is " + std::to_string(ids_type) + ": expected QEMB_INT32 or QEMB_INT64", err, err_size);
+  if (offs_type != QEMB_INT32 && offs_type != QEMB_INT64)
+    return fail(QEMB_INVALID_ARGUMENT,
+                "offsets_type is " + std::to_string(offs_type) + ": expected QEMB_INT32 or QEMB_INT64", err, err_size);
+  if (pool != QEMB_POOL_SUM && pool != QEMB_POOL_MEAN)
+    return fail(QEMB_INVALID_ARGUMENT,
+                "mode is " + std::to_string(pool) + ": expected QEMB_POOL_SUM or QEMB_POOL_MEAN", err, err_size);
+  if (num_features > 0 && feature_tables == nullptr)
+    return fail(QEMB_INVALID_ARGUMENT, "feature_tables is NULL", err, err_size);
+  if (num_indices > 0 && indices == nullptr) return fail(QEMB_INVALID_ARGUMENT, "indices is NULL", err, err_size);
+  if (num_offsets > 0 && offsets == nullptr) return fail(QEMB_INVALID_ARGUMENT, "offsets is NULL", err, err_size);
+  try {
+    qemb::FlatBags flat;
+    flat.runtime = runtime->rt.get();
+    flat.feature_tables = std::span<const int32_t>(feature_tables, num_features);
+    flat.indices = c_int_span(indices, num_indices, ids_type);
+    flat.offsets = c_int_span(offsets, num_offsets, offs_type);
+    if (per_sample_weights != nullptr) flat.per_sample_weights = std::span<const float>(per_sample_weights, num_indices);
+    flat.mode = pool == QEMB_POOL_MEAN ? qemb::PoolMode::kMean : qemb::PoolMode::kSum;
+    auto shape = qemb::flat_bags_shape(flat);
+    if (!shape.ok()) return report(shape.status(), err, err_size);
+    size_t need = 0;
+    if (__builtin_mul_overflow(shape->bags, shape->width, &need)) need = SIZE_MAX;
+    if (need > 0 && out == nullptr) return fail(QEMB_INVALID_ARGUMENT, "out is NULL", err, err_size);
+    if (out_count < need)
+      return fail(QEMB_INVALID_ARGUMENT,
+                  "out holds " + std::to_string(out_count) + " values; this call writes " +
+                      std::to_string(shape->bags) + " bags x " + std::to_string(shape->width) + " columns = " +
+                      std::to_string(need),
+                  err, err_size);
+    return report(qemb::embedding_bags_flat(flat, out), err, err_size);
+  } catch (const std::bad_alloc&) {
+    return fail(QEMB_INTERNAL, "out of memory", err, err_size);
+  } catch (const std::exception& e) {
+    return fail(QEMB_INTERNAL, e.what(), err, err_size);
+  }
 }
 
 }  // extern "C"

@@ -148,6 +148,12 @@ Status prepare(const TableBags& t, size_t index, PreparedTable& p, size_t& bags)
   const std::string name = label(t, index);
   if (t.table == nullptr && t.embedding_table == nullptr)
     return make_error(ErrorCode::kInvalidArgument, name + " has no runtime");
+  if (t.embedding_table == nullptr && t.table->table_count() > 1)
+    return make_error(ErrorCode::kInvalidArgument,
+                      name + ": " +
+                          several_tables_error(*t.table, "choose one with TableBags.embedding_table "
+                                                         "(EmbeddingRuntime::find_table(NAME))")
+                              .message);
   p.bags = &t;
   p.impl = t.embedding_table ? &table_impl(*t.embedding_table) : &table_impl(t.table->table(0));
   p.dim = static_cast<size_t>(p.impl->sig.dim);
@@ -446,6 +452,171 @@ Status embedding_bags(std::span<const TableBags> tables, BagOutputType type, uin
     return make_error(ErrorCode::kInvalidArgument,
                       "a uint16 output holds float16 or bfloat16; pass a float buffer for float32");
   return pool_tables(tables, nullptr, out, type);
+}
+
+// ---- the flat, table-batched form (TBE / KeyedJaggedTensor) -----------------
+
+namespace {
+
+// The features' tables, checked: feature f reads *tables[f].
+Status flat_tables(const FlatBags& flat, std::vector<const EmbeddingTable*>& tables) {
+  if (flat.runtime == nullptr) return make_error(ErrorCode::kInvalidArgument, "FlatBags.runtime is null");
+  const EmbeddingRuntime& rt = *flat.runtime;
+  tables.clear();
+  if (flat.feature_tables.empty()) {
+    for (size_t t = 0; t < rt.table_count(); ++t) tables.push_back(&rt.table(t));
+    return Status::Ok();
+  }
+  for (size_t f = 0; f < flat.feature_tables.size(); ++f) {
+    const int64_t t = flat.feature_tables[f];
+    if (t < 0 || static_cast<size_t>(t) >= rt.table_count()) {
+      std::string names;
+      for (size_t i = 0; i < rt.table_count(); ++i)
+        names += (i ? ", " : "") + std::to_string(i) + " '" + rt.table(i).name() + "'";
+      return make_error(ErrorCode::kInvalidArgument,
+                        "feature_tables[" + std::to_string(f) + "] = " + std::to_string(t) +
+                            " is not a table of the artifact; its tables: " + names);
+    }
+    tables.push_back(&rt.table(static_cast<size_t>(t)));
+  }
+  return Status::Ok();
+}
+
+std::string feature_label(size_t f, const EmbeddingTable& t) {
+  return "feature " + std::to_string(f) + " (table '" + t.name() + "')";
+}
+
+// Checks the flat arrays and splits them into one TableBags per feature, each
+// with its bags' offsets rebased to its own ids (held in `offsets`).
+Status split_flat(const FlatBags& flat, std::vector<TableBags>& out, std::vector<int64_t>& offsets, size_t& bags) {
+  std::vector<const EmbeddingTable*> tables;
+  QEMB_RETURN_IF_ERROR(flat_tables(flat, tables));
+  const size_t features = tables.size();
+  if (features == 0) return make_error(ErrorCode::kInvalidArgument, "no features to pool: feature_tables is empty");
+  const size_t m = flat.offsets.size();
+  const int64_t n = static_cast<int64_t>(flat.indices.size());
+  if (m == 0 || (m - 1) % features != 0)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "offsets holds " + std::to_string(m) + " values; " + std::to_string(features) +
+                          " features of B bags each need " + std::to_string(features) +
+                          " * B + 1 (feature-major: feature f's bag b starts at offsets[f * B + b], the last "
+                          "equal to the number of indices)");
+  bags = (m - 1) / features;
+  int64_t prev = 0;
+  for (size_t i = 0; i < m; ++i) {
+    const int64_t v = flat.offsets[i];
+    if (i == 0 && v != 0)
+      return make_error(ErrorCode::kInvalidArgument, "offsets[0] = " + std::to_string(v) + "; the first offset must be 0");
+    if (v < prev)
+      return make_error(ErrorCode::kInvalidArgument, "offsets[" + std::to_string(i) + "] = " + std::to_string(v) +
+                                                         " is less than offsets[" + std::to_string(i - 1) + "] = " +
+                                                         std::to_string(prev) + "; offsets must not decrease");
+    if (v > n)
+      return make_error(ErrorCode::kInvalidArgument, "offsets[" + std::to_string(i) + "] = " + std::to_string(v) +
+                                                         " is past the end of the " + std::to_string(n) + " indices");
+    prev = v;
+  }
+  if (prev != n)
+    return make_error(ErrorCode::kInvalidArgument, "the last offset, offsets[" + std::to_string(m - 1) + "] = " +
+                                                       std::to_string(prev) +
+                                                       ", must equal the number of indices (" + std::to_string(n) + ")");
+  if (flat.per_sample_weights) {
+    if (flat.mode != PoolMode::kSum)
+      return make_error(ErrorCode::kInvalidArgument,
+                        "per-sample weights need pool mode sum (as in PyTorch, mean takes none)");
+    if (flat.per_sample_weights->size() != flat.indices.size())
+      return make_error(ErrorCode::kInvalidArgument,
+                        std::to_string(flat.per_sample_weights->size()) + " per-sample weights for " +
+                            std::to_string(n) + " indices; give one weight per index");
+  }
+  // Every id against its feature's table, at its position in the flat array.
+  for (size_t f = 0; f < features; ++f) {
+    const int64_t vocab = tables[f]->vocab_size();
+    for (size_t b = 0; b < bags; ++b) {
+      for (int64_t i = flat.offsets[f * bags + b]; i < flat.offsets[f * bags + b + 1]; ++i) {
+        const int64_t id = flat.indices[static_cast<size_t>(i)];
+        if (id < 0 || id >= vocab)
+          return make_error(ErrorCode::kOutOfRange,
+                            feature_label(f, *tables[f]) + ": id " + std::to_string(id) + " at position " +
+                                std::to_string(i) + " of indices (bag " + std::to_string(b) + ")" +
+                                (id < 0 ? " is negative" : " is past the last row") + "; ids must be in [0, " +
+                                std::to_string(vocab) + ")");
+      }
+    }
+  }
+  offsets.resize(features * (bags + 1));
+  out.assign(features, TableBags{});
+  for (size_t f = 0; f < features; ++f) {
+    const int64_t lo = flat.offsets[f * bags], hi = flat.offsets[(f + 1) * bags];
+    int64_t* o = offsets.data() + f * (bags + 1);
+    for (size_t b = 0; b <= bags; ++b) o[b] = flat.offsets[f * bags + b] - lo;
+    TableBags& t = out[f];
+    t.table = flat.runtime;
+    t.embedding_table = tables[f];
+    t.name = tables[f]->name();  // messages say "table F ('NAME')", F the feature
+    const size_t count = static_cast<size_t>(hi - lo);
+    if (flat.indices.is_int64()) t.indices = std::span<const int64_t>(flat.indices.data64() + lo, count);
+    else t.indices = std::span<const int32_t>(flat.indices.data32() + lo, count);
+    t.boundaries = std::span<const int64_t>(o, bags + 1);
+    t.kind = BagBoundaries::kOffsetsWithLast;
+    if (flat.per_sample_weights) t.per_sample_weights = flat.per_sample_weights->subspan(static_cast<size_t>(lo), count);
+    t.mode = flat.mode;
+    t.padding_idx = flat.padding_idx;
+  }
+  return Status::Ok();
+}
+
+// The flat arrays may not share memory with the output either.
+Status flat_overlap(const FlatBags& flat, const void* out, size_t out_bytes) {
+  const size_t id_size = flat.indices.is_int64() ? 8 : 4, off_size = flat.offsets.is_int64() ? 8 : 4;
+  const void* ids = flat.indices.is_int64() ? static_cast<const void*>(flat.indices.data64())
+                                            : static_cast<const void*>(flat.indices.data32());
+  const void* offs = flat.offsets.is_int64() ? static_cast<const void*>(flat.offsets.data64())
+                                             : static_cast<const void*>(flat.offsets.data32());
+  if (byte_ranges_overlap(out, out_bytes, ids, flat.indices.size() * id_size)) return overlap_error("indices");
+  if (byte_ranges_overlap(out, out_bytes, offs, flat.offsets.size() * off_size)) return overlap_error("offsets");
+  return Status::Ok();
+}
+
+Status pool_flat(const FlatBags& flat, float* out32, uint16_t* out16, BagOutputType type) {
+  std::vector<TableBags> tables;
+  std::vector<int64_t> offsets;
+  size_t bags = 0;
+  QEMB_RETURN_IF_ERROR(split_flat(flat, tables, offsets, bags));
+  size_t width = 0;
+  for (const TableBags& t : tables) width += static_cast<size_t>(t.embedding_table->dim());
+  size_t out_bytes = 0;
+  if (__builtin_mul_overflow(bags, width * (out32 ? sizeof(float) : sizeof(uint16_t)), &out_bytes)) out_bytes = SIZE_MAX;
+  QEMB_RETURN_IF_ERROR(flat_overlap(flat, out32 ? static_cast<const void*>(out32) : out16, out_bytes));
+  return pool_tables(tables, out32, out16, type);
+}
+
+}  // namespace
+
+Result<FlatBagsShape> flat_bags_shape(const FlatBags& flat) {
+  std::vector<const EmbeddingTable*> tables;
+  QEMB_RETURN_IF_ERROR(flat_tables(flat, tables));
+  if (tables.empty()) return make_error(ErrorCode::kInvalidArgument, "no features to pool: feature_tables is empty");
+  const size_t m = flat.offsets.size();
+  if (m == 0 || (m - 1) % tables.size() != 0)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "offsets holds " + std::to_string(m) + " values; " + std::to_string(tables.size()) +
+                          " features of B bags each need " + std::to_string(tables.size()) + " * B + 1");
+  FlatBagsShape shape;
+  shape.bags = (m - 1) / tables.size();
+  for (const EmbeddingTable* t : tables) shape.width += static_cast<size_t>(t->dim());
+  return shape;
+}
+
+Status embedding_bags_flat(const FlatBags& flat, float* out) {
+  return pool_flat(flat, out, nullptr, BagOutputType::kFloat32);
+}
+
+Status embedding_bags_flat(const FlatBags& flat, BagOutputType type, uint16_t* out) {
+  if (type == BagOutputType::kFloat32)
+    return make_error(ErrorCode::kInvalidArgument,
+                      "a uint16 output holds float16 or bfloat16; pass a float buffer for float32");
+  return pool_flat(flat, nullptr, out, type);
 }
 
 }  // namespace qemb

@@ -412,8 +412,16 @@ ActivationEncoding EmbeddingTable::activation() const { return impl_->plan.act; 
 const std::string& EmbeddingTable::kernel_name() const { return impl_->kernel_name; }
 const nlohmann::json& EmbeddingTable::metadata() const { return impl_->metadata; }
 
+namespace {
+// In an artifact of several tables, an error names the table it came from.
+Status named(const EmbeddingTable::Impl& impl, Status s) {
+  if (s.ok() || impl.runtime == nullptr || impl.runtime->tables.size() <= 1) return s;
+  return make_error(s.code(), "table '" + impl.name + "': " + s.message());
+}
+}  // namespace
+
 Status EmbeddingTable::lookup(std::span<const int64_t> ids, uint16_t* out) const {
-  return run_lookup<OutKind::kU16>(*impl_, ids, out);
+  return named(*impl_, run_lookup<OutKind::kU16>(*impl_, ids, out));
 }
 Status EmbeddingTable::lookup(std::span<const int64_t> ids, uint8_t* out) const {
   return run_lookup<OutKind::kU8>(*impl_, ids, out);
@@ -423,19 +431,19 @@ Status EmbeddingTable::lookup(std::span<const int32_t> ids, uint8_t* out) const 
 }
 int EmbeddingTable::activation_bits() const { return impl_->plan.output_bits; }
 Status EmbeddingTable::lookup(std::span<const int32_t> ids, uint16_t* out) const {
-  return run_lookup<OutKind::kU16>(*impl_, ids, out);
+  return named(*impl_, run_lookup<OutKind::kU16>(*impl_, ids, out));
 }
 Status EmbeddingTable::lookup_dequantized(std::span<const int64_t> ids, float* out) const {
-  return run_lookup<OutKind::kF32>(*impl_, ids, out);
+  return named(*impl_, run_lookup<OutKind::kF32>(*impl_, ids, out));
 }
 Status EmbeddingTable::lookup_dequantized(std::span<const int32_t> ids, float* out) const {
-  return run_lookup<OutKind::kF32>(*impl_, ids, out);
+  return named(*impl_, run_lookup<OutKind::kF32>(*impl_, ids, out));
 }
 Status EmbeddingTable::lookup_dequantized(std::span<const int64_t> ids, FloatDtype dtype, void* out) const {
-  return run_dtype(*impl_, ids, dtype, out);
+  return named(*impl_, run_dtype(*impl_, ids, dtype, out));
 }
 Status EmbeddingTable::lookup_dequantized(std::span<const int32_t> ids, FloatDtype dtype, void* out) const {
-  return run_dtype(*impl_, ids, dtype, out);
+  return named(*impl_, run_dtype(*impl_, ids, dtype, out));
 }
 
 bool byte_ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
@@ -583,24 +591,56 @@ const std::string& EmbeddingRuntime::isa() const { return table(0).impl_->isa; }
 int EmbeddingRuntime::threads() const { return impl_->threads; }
 const LoadedArtifact& EmbeddingRuntime::artifact() const { return impl_->artifact; }
 
-Status EmbeddingRuntime::lookup(std::span<const int64_t> ids, uint16_t* out) const { return table(0).lookup(ids, out); }
-Status EmbeddingRuntime::lookup(std::span<const int64_t> ids, uint8_t* out) const { return table(0).lookup(ids, out); }
-Status EmbeddingRuntime::lookup(std::span<const int32_t> ids, uint8_t* out) const { return table(0).lookup(ids, out); }
+Error several_tables_error(const EmbeddingRuntime& runtime, const std::string& how) {
+  std::string names;
+  for (const std::string& n : runtime.table_names()) names += (names.empty() ? "" : ", ") + n;
+  return make_error(ErrorCode::kInvalidArgument, "the artifact holds " + std::to_string(runtime.table_count()) +
+                                                     " tables (" + names + "); " + how);
+}
+
+namespace {
+// The one table a lookup without a table reads; an artifact of several has
+// no such table (no silent first one).
+Result<const EmbeddingTable*> only_table(const EmbeddingRuntime& rt) {
+  if (rt.table_count() == 1) return &rt.table(0);
+  return several_tables_error(rt, "look one up through EmbeddingRuntime::find_table(NAME) or table(INDEX)");
+}
+}  // namespace
+
+Status EmbeddingRuntime::lookup(std::span<const int64_t> ids, uint16_t* out) const {
+  QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* t, only_table(*this));
+  return t->lookup(ids, out);
+}
+Status EmbeddingRuntime::lookup(std::span<const int32_t> ids, uint16_t* out) const {
+  QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* t, only_table(*this));
+  return t->lookup(ids, out);
+}
+Status EmbeddingRuntime::lookup(std::span<const int64_t> ids, uint8_t* out) const {
+  QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* t, only_table(*this));
+  return t->lookup(ids, out);
+}
+Status EmbeddingRuntime::lookup(std::span<const int32_t> ids, uint8_t* out) const {
+  QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* t, only_table(*this));
+  return t->lookup(ids, out);
+}
 int EmbeddingRuntime::activation_bits() const { return table(0).activation_bits(); }
-Status EmbeddingRuntime::lookup(std::span<const int32_t> ids, uint16_t* out) const { return table(0).lookup(ids, out); }
 Status EmbeddingRuntime::lookup_dequantized(std::span<const int64_t> ids, float* out) const {
-  return table(0).lookup_dequantized(ids, out);
+  QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* t, only_table(*this));
+  return t->lookup_dequantized(ids, out);
 }
 Status EmbeddingRuntime::lookup_dequantized(std::span<const int32_t> ids, float* out) const {
-  return table(0).lookup_dequantized(ids, out);
+  QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* t, only_table(*this));
+  return t->lookup_dequantized(ids, out);
 }
 
 Status EmbeddingRuntime::lookup_dequantized(std::span<const int64_t> ids, FloatDtype dtype, void* out) const {
-  return table(0).lookup_dequantized(ids, dtype, out);
+  QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* t, only_table(*this));
+  return t->lookup_dequantized(ids, dtype, out);
 }
 
 Status EmbeddingRuntime::lookup_dequantized(std::span<const int32_t> ids, FloatDtype dtype, void* out) const {
-  return table(0).lookup_dequantized(ids, dtype, out);
+  QEMB_ASSIGN_OR_RETURN(const EmbeddingTable* t, only_table(*this));
+  return t->lookup_dequantized(ids, dtype, out);
 }
 
 }  // namespace qemb

@@ -1070,7 +1070,32 @@ TEST_F(BadInput, CommandLineTable) {
       {"export-onnx encodings over its calibration tokens", [](B) { return std::string("1 2\n"); }, "ids.txt",
        "export-onnx {ckpt} --qnn-sdk-version 2.48 --calibration-tokens {bad} --encodings {bad} -o {out}",
        "' (--encodings) is the same file as the input '{bad}' (--calibration-tokens)"},
+      // -- issue 36, section 2: tables by name ------------------------------
+      {"export-onnx --table the artifact lacks", nullptr, "", "export-onnx {art} --table nope --folded -o {out}",
+       "not found: the artifact has no table 'nope'; its tables: embedding"},
+      {"export-onnx --table of a checkpoint", nullptr, "", "export-onnx {ckpt} --qnn-sdk-version 2.48 --table x -o {out}",
+       "is a checkpoint; --table and --all-tables choose tables of an artifact: name the checkpoint's tensor with "
+       "--tensor, or compile it first"},
+      {"export-onnx --table with --all-tables", nullptr, "", "export-onnx {art} --table embedding --all-tables -o {out}",
+       "--table excludes --all-tables", 2},
 #endif
+      {"compile --tensor TENSOR= (no name)", nullptr, "",
+       "compile {ckpt} --tensor model.embed_tokens.weight= --qnn-sdk-version 2.48 -o {out}",
+       "table spec 'model.embed_tokens.weight=' gives an empty name after '='; write TENSOR=NAME"},
+      {"compile --tensor =NAME (no tensor)", nullptr, "", "compile {ckpt} --tensor =e --qnn-sdk-version 2.48 -o {out}",
+       "table spec '=e' names no tensor before '='; write TENSOR=NAME"},
+      {"compile --tensor TENSOR=NAME with --name", nullptr, "",
+       "compile {ckpt} --tensor model.embed_tokens.weight=e --name x --qnn-sdk-version 2.48 -o {out}",
+       "--name and --tensor TENSOR=NAME both name the table; give one of them"},
+      {"bench --table the artifact lacks", nullptr, "", "bench {art} --table nope --seconds 0.01",
+       "not found: the artifact has no table 'nope'; its tables: embedding"},
+      {"run --table the artifact lacks", nullptr, "", "run {art} --table nope --tokens 1 -o {out}",
+       "not found: the artifact has no table 'nope'; its tables: embedding"},
+      {"run --bags --json to '-o -'",
+       [](B) { return npy("<i8", {2}, std::vector<uint8_t>{0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0}); },
+       "off.npy", "run {art} --tokens 1,2 --bags {bad} --json -o -",
+       "--json prints to standard output, which '-o -' already carries the pooled rows on; write them to a file "
+       "with --json, or drop --json"},
   };
   ASSERT_GE(cases.size(), 30u);
 

@@ -133,9 +133,16 @@ TEST(MultiTable, TwentyTablesEachServeWhatTheyServeAlone) {
         ASSERT_EQ(half[k], dtype == FloatDtype::kF16 ? float_to_f16(b[k]) : float_to_bf16(b[k])) << k;
     }
   }
-  // The calls without a table act on the first.
+  // The accessors without a table describe the first; a lookup without a
+  // table is an error listing them (issue 36: no silent first table).
   EXPECT_EQ((*rt)->vocab_size(), all[0].rows);
-  EXPECT_EQ(all_rows<uint16_t>(**rt), all_rows<uint16_t>((*rt)->table(0)));
+  std::vector<uint16_t> row(static_cast<size_t>((*rt)->dim()));
+  const Status plain = (*rt)->lookup(std::vector<int64_t>{0}, row.data());
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(plain.message(), HasSubstr("the artifact holds 20 tables (tables.0.weight, tables.1.weight, "));
+  EXPECT_THAT(plain.message(), HasSubstr("tables.19.weight); look one up through EmbeddingRuntime::find_table(NAME) "
+                                         "or table(INDEX)"));
   auto missing = (*rt)->find_table("tables.99.weight");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
