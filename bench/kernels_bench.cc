@@ -6,7 +6,9 @@
 //                                         or one name: QEMB_BENCH_ISA=AVX2)
 //
 // Counters: rows/s, and bytes/s of stored table bytes read (2 * dim per row
-// for the uint16 table, dim for int8, ceil(dim / 2) for packed 4-bit). Rates
+// for the uint16 table, dim for int8 and uint8, ceil(dim / 2) for packed
+// 4-bit, ceil(dim / 4) for 2-bit, 4 * dim for the float32 table). Every
+// gather of the kernel list (kernels/kernels.h) is registered from the list. Rates
 // are per CPU second (Google Benchmark's default), which keeps them readable
 // on a shared machine; add --benchmark_repetitions=3 for medians.
 //
@@ -40,22 +42,28 @@ using qemb::GatherKernel;
 using qemb::KernelSet;
 using qemb::RequantGatherParams;
 
-// kS4Rows / kS8Rows: the row-interleaved layout, each row's float32 scale
-// and then its weights, every multiple of 4 bytes.
-enum class TableKind { kU16, kS4, kS8, kS4Rows, kS8Rows };
+// The stored table a kernel reads, from its row of the kernel list: a
+// materialized table of `bits`-bit values (uint16 or uint8 activations, or
+// float32), or per-row weights of `bits` bits, plain or row-interleaved
+// (each row's float32 scale and then its weights, every multiple of 4 bytes).
+struct TableKind {
+  bool rows = false;         // per-row weights (else a materialized table)
+  int bits = 16;
+  bool interleaved = false;  // rows only
+  bool operator==(const TableKind& o) const { return rows == o.rows && bits == o.bits && interleaved == o.interleaved; }
+};
 
-const char* to_string(TableKind k) {
-  switch (k) {
-    case TableKind::kU16: return "u16";
-    case TableKind::kS4: return "s4";
-    case TableKind::kS8: return "s8";
-    case TableKind::kS4Rows: return "s4_rows";
-    case TableKind::kS8Rows: return "s8_rows";
-  }
-  return "?";
+// "u16", "u8", "f32", "s4", "s8", "s2", "s4_rows", ...: the memcpy roofline's name.
+std::string to_string(TableKind k) {
+  if (!k.rows) return k.bits == 32 ? "f32" : "u" + std::to_string(k.bits);
+  return "s" + std::to_string(k.bits) + (k.interleaved ? "_rows" : "");
 }
 
-bool interleaved(TableKind k) { return k == TableKind::kS4Rows || k == TableKind::kS8Rows; }
+TableKind table_kind(GatherKernel k, bool interleaved) {
+  const qemb::KernelRow& row = qemb::kernel_row(k);
+  if (row.family == qemb::KernelFamily::kMaterialized) return {false, row.weight_bits, false};
+  return {true, row.weight_bits, interleaved};
+}
 
 struct Scenario {
   std::string name;
@@ -67,14 +75,8 @@ struct Scenario {
 };
 
 size_t stored_row_bytes(TableKind kind, size_t dim) {
-  switch (kind) {
-    case TableKind::kU16: return dim * 2;
-    case TableKind::kS8: return dim;
-    case TableKind::kS4: return (dim + 1) / 2;
-    case TableKind::kS4Rows: return (4 + (dim + 1) / 2 + 3) / 4 * 4;
-    case TableKind::kS8Rows: return (4 + dim + 3) / 4 * 4;
-  }
-  return 0;
+  const size_t values = (dim * static_cast<size_t>(kind.bits) + 7) / 8;
+  return kind.interleaved ? (4 + values + 3) / 4 * 4 : values;
 }
 
 uint64_t splitmix64(uint64_t& state) {
@@ -87,11 +89,12 @@ uint64_t splitmix64(uint64_t& state) {
 // The one live table: rebuilt when a benchmark needs a different one.
 struct Table {
   std::string key;
-  TableKind kind = TableKind::kU16;
+  TableKind kind;
   size_t rows = 0, dim = 0;
   std::unique_ptr<uint8_t[]> bytes;  // storage layout
   std::vector<float> scales;
-  ActivationEncoding act{1.5e-4f, 32768};
+  ActivationEncoding act{1.5e-4f, 32768};    // 16-bit activations
+  ActivationEncoding act8{3.9e-2f, 128, 8};  // 8-bit ones
   float max_scale = 0;
 
   size_t row_bytes() const { return stored_row_bytes(kind, dim); }
@@ -113,10 +116,14 @@ Table& table_for(const Scenario& s, TableKind kind) {
     const uint64_t r = splitmix64(state);
     std::memcpy(table.bytes.get() + i, &r, 8);
   }
-  if (kind == TableKind::kS8 || kind == TableKind::kS8Rows) {  // int8 weights live in [-127, 127]
+  if (kind.rows && kind.bits == 8) {  // int8 weights live in [-127, 127]
     for (size_t i = 0; i < total; ++i) {
       if (table.bytes[i] == 0x80) table.bytes[i] = 0x81;
     }
+  }
+  if (!kind.rows && kind.bits == 32) {  // finite floats, like a weight-only table's
+    float* f = reinterpret_cast<float*>(table.bytes.get());
+    for (size_t i = 0; i < total / 4; ++i) f[i] = static_cast<float>(static_cast<int32_t>(i % 255) - 127) * 1e-3f;
   }
   table.scales.resize(s.rows);
   std::mt19937 rng(7);
@@ -124,7 +131,7 @@ Table& table_for(const Scenario& s, TableKind kind) {
   for (float& x : table.scales) x = std::pow(10.0f, exponent(rng)) / 7.0f;
   table.max_scale = 0;
   for (float x : table.scales) table.max_scale = std::max(table.max_scale, x);
-  if (interleaved(kind)) {
+  if (kind.interleaved) {
     for (size_t r = 0; r < s.rows; ++r) std::memcpy(table.bytes.get() + r * table.row_bytes(), &table.scales[r], 4);
   }
   return table;
@@ -184,18 +191,12 @@ void bm_memcpy_rows(benchmark::State& state, Scenario s, TableKind kind) {
   set_counters(state, s, rb);
 }
 
+// Any gather kernel of the list, called through its function type.
 void bm_kernel(benchmark::State& state, Scenario s, KernelSet set, GatherKernel k, bool rows) {
-  TableKind kind = k == GatherKernel::gather_u16 || k == GatherKernel::gather_u16_f32
-                       ? TableKind::kU16
-                       : (k == GatherKernel::requant_gather_s4_u16 ||
-                                  k == GatherKernel::requant_gather_s4_f32 ||
-                                  k == GatherKernel::legacy_gather_s4_u16 ||
-                                  k == GatherKernel::legacy_gather_s4_f32
-                              ? TableKind::kS4
-                              : TableKind::kS8);
-  if (rows) kind = kind == TableKind::kS4 ? TableKind::kS4Rows : TableKind::kS8Rows;
+  const TableKind kind = table_kind(k, rows);
   const Table& t = table_for(s, kind);
   const size_t rb = t.row_bytes();
+  const qemb::KernelRow& row = qemb::kernel_row(k);
   RequantGatherParams p;
   p.weights = t.bytes.get();
   p.row_scales = t.scales.data();
@@ -205,44 +206,26 @@ void bm_kernel(benchmark::State& state, Scenario s, KernelSet set, GatherKernel 
     p.row_stride = p.scale_stride = rb;
   }
   p.dim = s.dim;
-  p.act = t.act;
+  p.rows = s.rows;
+  p.act = row.act_bits == 8 ? t.act8 : t.act;
   p.max_scale = t.max_scale;
   const uint16_t* table16 = reinterpret_cast<const uint16_t*>(t.bytes.get());
   const size_t n = s.batch, dim = s.dim;
-  switch (k) {
-    case GatherKernel::gather_u16:
-      run_batches<uint16_t>(state, s, rb, [&](const int64_t* id, uint16_t* o) { set.gather_u16(table16, dim, id, n, o); });
-      break;
-    case GatherKernel::gather_u16_f32:
-      run_batches<float>(state, s, rb, [&](const int64_t* id, float* o) { set.gather_u16_f32(table16, dim, t.act, id, n, o); });
-      break;
-    case GatherKernel::requant_gather_s4_u16:
-      run_batches<uint16_t>(state, s, rb, [&](const int64_t* id, uint16_t* o) { set.requant_gather_s4_u16(p, id, n, o); });
-      break;
-    case GatherKernel::requant_gather_s4_f32:
-      run_batches<float>(state, s, rb, [&](const int64_t* id, float* o) { set.requant_gather_s4_f32(p, id, n, o); });
-      break;
-    case GatherKernel::requant_gather_s8_u16:
-      run_batches<uint16_t>(state, s, rb, [&](const int64_t* id, uint16_t* o) { set.requant_gather_s8_u16(p, id, n, o); });
-      break;
-    case GatherKernel::requant_gather_s8_f32:
-      run_batches<float>(state, s, rb, [&](const int64_t* id, float* o) { set.requant_gather_s8_f32(p, id, n, o); });
-      break;
-    case GatherKernel::legacy_gather_s4_u16:
-      run_batches<uint16_t>(state, s, rb, [&](const int64_t* id, uint16_t* o) { set.legacy_gather_s4_u16(p, id, n, o); });
-      break;
-    case GatherKernel::legacy_gather_s4_f32:
-      run_batches<float>(state, s, rb, [&](const int64_t* id, float* o) { set.legacy_gather_s4_f32(p, id, n, o); });
-      break;
-    case GatherKernel::legacy_gather_s8_u16:
-      run_batches<uint16_t>(state, s, rb, [&](const int64_t* id, uint16_t* o) { set.legacy_gather_s8_u16(p, id, n, o); });
-      break;
-    case GatherKernel::legacy_gather_s8_f32:
-      run_batches<float>(state, s, rb, [&](const int64_t* id, float* o) { set.legacy_gather_s8_f32(p, id, n, o); });
-      break;
-    default:  // the pooled kernels: bench/bag_bench.cc
-      state.SkipWithError("not a gather kernel");
-      break;
+  using qemb::kernel_fn;
+  if (auto f = kernel_fn<qemb::GatherU16Fn>(set, k)) {
+    run_batches<uint16_t>(state, s, rb, [&](const int64_t* id, uint16_t* o) { f(table16, dim, id, n, o); });
+  } else if (auto f32 = kernel_fn<qemb::GatherU16F32Fn>(set, k)) {
+    run_batches<float>(state, s, rb, [&](const int64_t* id, float* o) { f32(table16, dim, t.act, id, n, o); });
+  } else if (auto h = kernel_fn<qemb::GatherU16HalfFn>(set, k)) {
+    run_batches<uint16_t>(state, s, rb, [&](const int64_t* id, uint16_t* o) { h(table16, dim, t.act, id, n, o); });
+  } else if (auto u16 = kernel_fn<qemb::RequantGatherU16Fn>(set, k)) {
+    run_batches<uint16_t>(state, s, rb, [&](const int64_t* id, uint16_t* o) { u16(p, id, n, o); });
+  } else if (auto u8 = kernel_fn<qemb::RequantGatherU8Fn>(set, k)) {
+    run_batches<uint8_t>(state, s, rb, [&](const int64_t* id, uint8_t* o) { u8(p, id, n, o); });
+  } else if (auto rf = kernel_fn<qemb::RequantGatherF32Fn>(set, k)) {
+    run_batches<float>(state, s, rb, [&](const int64_t* id, float* o) { rf(p, id, n, o); });
+  } else {  // the pooled kernels: bench/bag_bench.cc
+    state.SkipWithError("not a gather kernel");
   }
 }
 
@@ -266,39 +249,42 @@ bool register_kernel_benchmarks() {
   scenarios.push_back({"rec_cold_v4M_d128/batch:16384", 4 << 20, 128, 16384, 0, 16384 * 64});
 
   const std::vector<KernelSet> sets = sets_to_bench();
-  const struct {
-    TableKind kind;
-    std::vector<GatherKernel> kernels;
-  } groups[] = {
-      {TableKind::kU16, {GatherKernel::gather_u16, GatherKernel::gather_u16_f32}},
-      {TableKind::kS4,
-       {GatherKernel::requant_gather_s4_u16, GatherKernel::requant_gather_s4_f32,
-        GatherKernel::legacy_gather_s4_u16, GatherKernel::legacy_gather_s4_f32}},
-      {TableKind::kS8,
-       {GatherKernel::requant_gather_s8_u16, GatherKernel::requant_gather_s8_f32,
-        GatherKernel::legacy_gather_s8_u16, GatherKernel::legacy_gather_s8_f32}},
-  };
+  // Every gather of the kernel list (the bags: bag_bench.cc), grouped by the
+  // table it reads so that each table is built once per scenario, each group
+  // after its memcpy roofline; the fused native-form gathers (uint16 / uint8
+  // / weight-only float32) also on the row-interleaved layout.
+  std::vector<TableKind> kinds;
+  for (const qemb::KernelRow& row : qemb::kKernelRows) {
+    if (row.form == qemb::KernelForm::kBagI32 || row.form == qemb::KernelForm::kBagI64) continue;
+    const TableKind kind = table_kind(row.kernel, false);
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+  }
   for (const Scenario& s : scenarios) {
-    for (const auto& g : groups) {
-      benchmark::RegisterBenchmark((s.name + "/memcpy_rows_" + to_string(g.kind)).c_str(),
-                                   bm_memcpy_rows, s, g.kind)
-;
+    for (const TableKind& kind : kinds) {
+      benchmark::RegisterBenchmark((s.name + "/memcpy_rows_" + to_string(kind)).c_str(), bm_memcpy_rows, s, kind);
       for (const KernelSet& set : sets) {
-        for (GatherKernel k : g.kernels) {
-          benchmark::RegisterBenchmark((s.name + "/" + qemb::kernel_name(set, k)).c_str(),
-                                       bm_kernel, s, set, k, false)
-    ;
+        for (const qemb::KernelRow& row : qemb::kKernelRows) {
+          if (row.form == qemb::KernelForm::kBagI32 || row.form == qemb::KernelForm::kBagI64) continue;
+          if (!(table_kind(row.kernel, false) == kind)) continue;
+          benchmark::RegisterBenchmark((s.name + "/" + qemb::kernel_name(set, row.kernel)).c_str(), bm_kernel, s,
+                                       set, row.kernel, false);
         }
       }
     }
-    // The row-interleaved layouts, next to a memcpy gather of their row bytes.
-    for (TableKind kind : {TableKind::kS4Rows, TableKind::kS8Rows}) {
+    for (const TableKind& plain : kinds) {
+      if (!plain.rows) continue;
+      const TableKind kind{true, plain.bits, true};
       benchmark::RegisterBenchmark((s.name + "/memcpy_rows_" + to_string(kind)).c_str(), bm_memcpy_rows, s, kind);
-      const GatherKernel k =
-          kind == TableKind::kS4Rows ? GatherKernel::requant_gather_s4_u16 : GatherKernel::requant_gather_s8_u16;
       for (const KernelSet& set : sets) {
-        benchmark::RegisterBenchmark((s.name + "/" + qemb::kernel_name(set, k) + "/rows").c_str(), bm_kernel, s, set,
-                                     k, true);
+        for (const qemb::KernelRow& row : qemb::kKernelRows) {
+          const bool native = row.form == (row.act_bits == 16   ? qemb::KernelForm::kU16
+                                           : row.act_bits == 8 ? qemb::KernelForm::kU8
+                                                               : qemb::KernelForm::kF32);
+          if (!native || row.family == qemb::KernelFamily::kLegacy || !(table_kind(row.kernel, false) == plain))
+            continue;
+          benchmark::RegisterBenchmark((s.name + "/" + qemb::kernel_name(set, row.kernel) + "/rows").c_str(),
+                                       bm_kernel, s, set, row.kernel, true);
+        }
       }
     }
   }

@@ -28,7 +28,7 @@ declare -A allowed=(
 
 # The layer whose src/ folder implements each public header.
 declare -A header_layer=(
-  [status.h]=core [numeric.h]=core [half.h]=core [version.h]=core
+  [status.h]=core [numeric.h]=core [half.h]=core [version.h]=core [scheme.h]=core
   [quantize.h]=quant
   [pattern.h]=lowering [sdk_version.h]=sdk
   [artifact.h]=artifact

@@ -55,13 +55,19 @@ cross_check() {
   cmp "$ckpt" "$work/example-arm.safetensors"
   seq 0 511 >"$ids"
   seq 511 -7 0 >>"$ids"
-  for scheme in 16a4w 16a8w; do
+  local count=0
+  # Every scheme: the tuned kernels' (16a4w, 16a8w) and the generic ones'
+  # (2-bit weights, uint8 activations, weight-only floats, whose SDK version
+  # does not matter).
+  for scheme in 16a4w 16a8w 16a2w 8a4w 8a8w 8a2w w4 w8 w2; do
     for sdk in 2.37 2.48; do  # legacy, optimized pattern
+      [[ $scheme == w* && $sdk == 2.37 ]] && continue
       for mode in materialize fused; do
         local flags="$ckpt --scheme $scheme --qnn-sdk-version $sdk --mode $mode --quiet"
         $x86 compile $flags -o "$work/x86.qemb"
         $arm compile $flags -o "$work/arm.qemb"
         cmp "$work/x86.qemb" "$work/arm.qemb"
+        count=$((count + 1))
         for out in "" --dequantize; do
           $x86 run "$work/x86.qemb" --tokens-file "$ids" $out -o "$work/want.npy"
           for exe in x86 arm; do
@@ -79,7 +85,7 @@ cross_check() {
       done
     done
   done
-  echo "cross-check: 8 artifacts byte-identical from both builds; $n runs, identical .npy"
+  echo "cross-check: $count artifacts byte-identical from both builds; $n runs, identical .npy"
 }
 
 index=0

@@ -53,9 +53,13 @@ struct QuantizedEmbedding {
   std::vector<int8_t> q;          // rows * dim, one value per element
   float max_scale = 0.0f;         // legacy: s_max of the intermediate
   ActivationEncoding act;
-  std::vector<uint16_t> folded;   // rows * dim, when read from a folded artifact
+  // act.bits: 16 or 8 (the scheme's activation), 0 for a weight-only scheme.
+  std::vector<uint16_t> folded;   // rows * dim, when read from a folded artifact (16-bit activations)
+  std::vector<uint8_t> folded_u8;   // the same of an 8-bit activation scheme
+  std::vector<float> folded_f32;    // the same of a weight-only scheme (y = s_r * q)
   nlohmann::json provenance;      // the compile's metadata
   bool has_weights() const { return !q.empty(); }
+  bool has_folded() const { return !folded.empty() || !folded_u8.empty() || !folded_f32.empty(); }
 };
 
 // From a compile (its lowered graph holds the weight; compile with
@@ -75,6 +79,10 @@ struct OnnxExportOptions {
 // The uint16 table the optimized pattern folds into (q16(s_r * q) per element),
 // or the folded table itself when that is all `e` holds.
 std::vector<uint16_t> folded_table(const QuantizedEmbedding& e);
+// The same for an 8-bit activation scheme (q8 per element) and for a
+// weight-only one (its float y = s_r * q per element).
+std::vector<uint8_t> folded_table_u8(const QuantizedEmbedding& e);
+std::vector<float> folded_table_f32(const QuantizedEmbedding& e);
 
 // Checks that `options` can express `e` (opset, pattern, folded, INT4) before
 // anything is built, with errors that say what to change.

@@ -18,17 +18,18 @@
 
 namespace qemb {
 
-// The schemes, one row each, in the order `eval --scheme all` lists them:
+// The schemes, one row each, in the order `eval --scheme all` lists them
+// (16a4w, 16a8w first, as before the others existed):
 //   X(enumerator, name, weight bits, activation bits (0: weight-only))
 #define QEMB_SCHEMES(X)        \
-  X(k16a8w, "16a8w", 8, 16)    \
   X(k16a4w, "16a4w", 4, 16)    \
+  X(k16a8w, "16a8w", 8, 16)    \
   X(k16a2w, "16a2w", 2, 16)    \
-  X(k8a8w, "8a8w", 8, 8)       \
   X(k8a4w, "8a4w", 4, 8)       \
+  X(k8a8w, "8a8w", 8, 8)       \
   X(k8a2w, "8a2w", 2, 8)       \
-  X(kW8, "w8", 8, 0)           \
   X(kW4, "w4", 4, 0)           \
+  X(kW8, "w8", 8, 0)           \
   X(kW2, "w2", 2, 0)
 
 class Scheme {

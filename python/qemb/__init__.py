@@ -112,7 +112,9 @@ def compile(source, *, tensor=None, scheme="16a4w", pattern="auto", qnn_sdk_vers
     tensor              the checkpoint's embedding tensor (default: found by name),
                         or a list of tensor names, globs and TENSOR=NAME specs:
                         one artifact of several tables (as `qemb compile --tensor`)
-    scheme              "16a4w" or "16a8w"
+    scheme              "16a4w" (default), "16a8w", "16a2w", "8a4w", "8a8w", "8a2w"
+                        (uint16 / uint8 activations) or "w4", "w8", "w2"
+                        (weight-only: float outputs); docs/schemes.md
     pattern             "auto", "optimized" or "legacy"
     qnn_sdk_version     the target SDK, e.g. "2.48" (default: from QNN_SDK_ROOT)
     calibration_tokens  ids (or a token file) whose rows define the activation range
@@ -144,7 +146,8 @@ def evaluate(source, *, tensor=None, scheme="all", qnn_sdk_version=None, calibra
     rows_evaluated, activation, target, results[...]).
 
     source is a checkpoint path or a 2-D table (numpy or torch); tokens limits
-    the evaluated rows to those ids; scheme is "16a4w", "16a8w" or "all".
+    the evaluated rows to those ids; scheme is one scheme (see compile) or
+    "all": every scheme, each with its bits per value.
     """
     if not (isinstance(source, str) or hasattr(source, "__fspath__")):
         source = _float32(source)

@@ -78,10 +78,14 @@ class Runtime:
     def threads(self) -> int: ...
     @property
     def path(self) -> str: ...
-    def lookup(self, ids: _Ids, out: Optional[npt.NDArray[np.uint16]] = None, *,
-               table: Optional[str] = None) -> npt.NDArray[np.uint16]:
-        """uint16 rows of shape ids.shape + (dim,); out= is written in place. table= names the
-        table (needed when the artifact holds several)."""
+    @property
+    def activation_bits(self) -> int:
+        """What lookup() returns: 16 (uint16), 8 (uint8) or 0 (float32, a weight-only scheme)."""
+    def lookup(self, ids: _Ids, out: Optional[npt.NDArray[Any]] = None, *,
+               table: Optional[str] = None) -> npt.NDArray[Any]:
+        """The table's own rows of shape ids.shape + (dim,): uint16 or uint8 activations, or a
+        weight-only table's float32; out= is written in place. table= names the table (needed
+        when the artifact holds several)."""
     def lookup_dequantized(self, ids: _Ids, out: Optional[npt.NDArray[Any]] = None, dtype: str = "f32", *,
                            table: Optional[str] = None) -> npt.NDArray[Any]:
         """Rows y = scale * (q + offset) of shape ids.shape + (dim,): float32 ("f32"),

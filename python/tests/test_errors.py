@@ -117,7 +117,7 @@ def test_fakequant_and_evaluate_errors(tmp, table_checkpoint):
     with pytest.raises(qemb.InvalidArgument, match="^fakequant of a checkpoint needs out="):
         qemb.fakequant(ckpt)
     with pytest.raises(qemb.InvalidArgument):
-        qemb.evaluate(ckpt, scheme="8a8w")
+        qemb.evaluate(ckpt, scheme="8a3w")
     with pytest.raises(qemb.IdOutOfRange, match="96"):
         qemb.evaluate(table, tokens=[1, 96])
     with pytest.raises(qemb.NotFound):

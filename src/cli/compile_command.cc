@@ -147,7 +147,7 @@ void add_compile_command(CLI::App& app, Action& run) {
                        "glob's matches in the checkpoint's order (default: the embedding, detected by name)"));
   cmd->add_option("--tensor-file", f->tensor_file,
                   "tensor names, one a line, taken whole (for names holding ',' or '='); adds to --tensor");
-  list(cmd->add_option("--scheme", f->schemes, "16a8w | 16a4w | 16a2w | 8a8w | 8a4w | 8a2w (uint16 / uint8 activations) | w8 | w4 | w2 (weight-only: float "
+  list(cmd->add_option("--scheme", f->schemes, "16a4w | 16a8w | 16a2w | 8a4w | 8a8w | 8a2w (uint16 / uint8 activations) | w4 | w8 | w2 (weight-only: float "
                                                   "outputs), or TENSOR=SCHEME for one table")
            ->capture_default_str()
            ->check(per_table(parse_scheme)));

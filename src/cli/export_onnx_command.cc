@@ -18,7 +18,7 @@ void add_export_onnx_command(CLI::App& app, Action& run) {
       "export-onnx", "Write the quantized lookup as an ONNX QDQ model (and its AIMET-format encodings)");
   cmd->add_option("input", f->input, "safetensors checkpoint or .qemb artifact")->required();
   cmd->add_option("--tensor", f->tensor, "checkpoint: embedding tensor name (default: detected by name)");
-  cmd->add_option("--scheme", f->scheme, "checkpoint: 16a4w | 16a8w (default 16a4w)")->check(parsed_by(parse_scheme));
+  cmd->add_option("--scheme", f->scheme, "checkpoint: a scheme of compile --scheme (default 16a4w)")->check(parsed_by(parse_scheme));
   cmd->add_option("--pattern", f->pattern, "checkpoint: auto | optimized | legacy (default auto)")
       ->check(parsed_by(parse_pattern));
   cmd->add_option("--qnn-sdk-version", f->sdk_version, "checkpoint: target QNN SDK version (default: from QNN_SDK_ROOT)")

@@ -167,9 +167,12 @@ const StorageFormat* find_storage_format(DataType dtype, int bitwidth) {
 int Tensor::bitwidth() const { return encoding.bitwidth != 0 ? encoding.bitwidth : natural_width(dtype); }
 
 std::string storage_widths(DataType dtype) {
-  std::string out;
+  std::vector<int> widths;
   for (const StorageFormat& f : kFormats)
-    if (f.dtype == dtype) out += (out.empty() ? "" : " or ") + std::to_string(f.bits);
+    if (f.dtype == dtype) widths.push_back(f.bits);
+  std::string out;
+  for (size_t i = 0; i < widths.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == widths.size() ? " or " : ", ") + std::to_string(widths[i]);
   return out;
 }
 

@@ -22,8 +22,11 @@ std::string figures(const EvalResult& r) {
 EvalRecommendation recommend(const EvalReport& report) {
   EvalRecommendation rec;
   // The smallest acceptable result; else, none being acceptable, the most accurate.
+  // The NPU's schemes first: a weight-only scheme (float outputs, no QNN
+  // pattern) is recommended only when no activation scheme was evaluated.
   auto better = [](const EvalResult& r, const EvalResult* than) {
     if (than == nullptr) return true;
+    if (r.scheme.weight_only() != than->scheme.weight_only()) return !r.scheme.weight_only();
     if (acceptable(r) != acceptable(*than)) return acceptable(r);
     // Equal bytes keep the earlier scheme of the table (activation schemes before weight-only ones).
     return acceptable(r) ? r.bits_per_value < than->bits_per_value : r.sqnr_db > than->sqnr_db;

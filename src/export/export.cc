@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "core/ir.h"
 #include "qemb/export.h"
@@ -46,11 +47,6 @@ Result<QuantizedEmbedding> from_graph(const Graph& g, const nlohmann::json& meta
     return make_error(ErrorCode::kUnsupported,
                       "the artifact's metadata names no scheme or pattern; recompile it with this qemb");
   QEMB_ASSIGN_OR_RETURN(e.scheme, parse_scheme(meta["scheme"].get<std::string>()));
-  if (e.scheme.activation_bits() != 16)
-    return make_error(ErrorCode::kUnsupported,
-                      std::string("export-onnx writes the 16-bit activation schemes (16a8w, 16a4w, 16a2w); scheme ") +
-                          e.scheme.name() + (e.scheme.weight_only() ? " (weight-only)" : " (uint8 activations)") +
-                          " has no ONNX export yet: serve it with qemb's runtime (qemb run, the C++/C/Python APIs)");
   QEMB_ASSIGN_OR_RETURN(e.pattern, parse_pattern(meta["pattern"].get<std::string>()));
   if (e.pattern == Pattern::kAuto)
     return make_error(ErrorCode::kUnsupported, "the artifact's pattern is 'auto'; a compiled pattern is never auto");
@@ -65,9 +61,13 @@ Result<QuantizedEmbedding> from_graph(const Graph& g, const nlohmann::json& meta
     return make_error(ErrorCode::kUnsupported,
                       "the graph holds " + std::to_string(outputs) +
                           " tables; export-onnx exports one table: export each from the checkpoint with CompileOptions.tensor");
+  // What the scheme's lookup returns, and so what its folded table holds.
+  const DataType out_dtype = e.scheme.weight_only()               ? DataType::kFloat32
+                             : e.scheme.activation_bits() == 8 ? DataType::kUFixedPoint8
+                                                               : DataType::kUFixedPoint16;
   for (const Tensor& t : g.tensors) {
     if (t.kind == TensorKind::kStatic && t.dtype == DataType::kSFixedPoint8 && t.encoding.is_per_axis()) weight = &t;
-    if (t.kind == TensorKind::kStatic && t.dtype == DataType::kUFixedPoint16 && t.data && t.data->data()) folded = &t;
+    if (t.kind == TensorKind::kStatic && t.dtype == out_dtype && t.data && t.data->data()) folded = &t;
     if (t.kind == TensorKind::kAppRead) output = &t;
     if (e.pattern == Pattern::kLegacy && t.kind == TensorKind::kNative && t.dtype == DataType::kSFixedPoint8 &&
         t.encoding.is_per_tensor())
@@ -81,13 +81,19 @@ Result<QuantizedEmbedding> from_graph(const Graph& g, const nlohmann::json& meta
     plain_weight = deinterleave_rows(*weight);
     weight = &plain_weight;
   }
-  if (output == nullptr || !output->encoding.is_per_tensor() || output->dtype != DataType::kUFixedPoint16)
-    return corrupt_graph("uint16 output with a per-tensor encoding");
-  e.act.scale = output->encoding.scale;
-  e.act.zero_point = -output->encoding.offset;
+  if (e.scheme.weight_only()) {
+    if (output == nullptr || output->dtype != DataType::kFloat32) return corrupt_graph("float32 output");
+    e.act.bits = 0;
+  } else {
+    if (output == nullptr || !output->encoding.is_per_tensor() || output->dtype != out_dtype)
+      return corrupt_graph(std::string(to_string(out_dtype)) + " output with a per-tensor encoding");
+    e.act.scale = output->encoding.scale;
+    e.act.zero_point = -output->encoding.offset;
+    e.act.bits = e.scheme.activation_bits();
+  }
 
   const Tensor* table = weight != nullptr ? weight : folded;
-  if (table == nullptr) return corrupt_graph("per-row weight or folded uint16 table");
+  if (table == nullptr) return corrupt_graph("per-row weight or folded table");
   if (table->shape.size() != 2 || table->shape[0] <= 0 || table->shape[1] <= 0)
     return corrupt_graph("2-D table");
   e.rows = table->shape[0];
@@ -103,12 +109,19 @@ Result<QuantizedEmbedding> from_graph(const Graph& g, const nlohmann::json& meta
     }
   }
   if (folded != nullptr && !e.has_weights()) {
-    e.folded.resize(static_cast<size_t>(e.rows * e.dim));
-    if (folded->data->size() != e.folded.size() * 2) return corrupt_graph("folded table of the right size");
-    std::memcpy(e.folded.data(), folded->data->data(), e.folded.size() * 2);
+    const size_t n = static_cast<size_t>(e.rows * e.dim);
+    const size_t value_bytes = out_dtype == DataType::kFloat32 ? 4 : out_dtype == DataType::kUFixedPoint8 ? 1 : 2;
+    if (folded->data->size() != n * value_bytes) return corrupt_graph("folded table of the right size");
+    const uint8_t* bytes = folded->data->data();
+    if (value_bytes == 2) e.folded.assign(reinterpret_cast<const uint16_t*>(bytes), reinterpret_cast<const uint16_t*>(bytes) + n);
+    if (value_bytes == 1) e.folded_u8.assign(bytes, bytes + n);
+    if (value_bytes == 4) {
+      e.folded_f32.resize(n);
+      std::memcpy(e.folded_f32.data(), bytes, n * 4);
+    }
   }
-  if (!e.has_weights() && e.folded.empty())
-    return corrupt_graph("per-row weight data or folded uint16 table");
+  if (!e.has_weights() && !e.has_folded())
+    return corrupt_graph("per-row weight data or folded table");
   if (e.pattern == Pattern::kLegacy && !(e.max_scale > 0.0f))
     return corrupt_graph("legacy intermediate (per-tensor) encoding");
   return e;
@@ -185,16 +198,27 @@ Result<std::vector<QuantizedEmbedding>> quantized_embeddings(const LoadedArtifac
   return out;
 }
 
-std::vector<uint16_t> folded_table(const QuantizedEmbedding& e) {
-  if (!e.has_weights()) return e.folded;
-  std::vector<uint16_t> t(e.q.size());
+namespace {
+// The optimized pattern's folded table of element type T: the activation
+// q_A(s_r * q), or a weight-only scheme's s_r * q.
+template <typename T>
+std::vector<T> folded_values(const QuantizedEmbedding& e, const std::vector<T>& stored) {
+  if (!e.has_weights()) return stored;
+  std::vector<T> t(e.q.size());
   for (int64_t r = 0; r < e.rows; ++r)
     for (int64_t j = 0; j < e.dim; ++j) {
       const size_t k = static_cast<size_t>(r * e.dim + j);
-      t[k] = optimized_output(e.row_scales[static_cast<size_t>(r)], e.q[k], e.act);
+      const float s = e.row_scales[static_cast<size_t>(r)];
+      if constexpr (std::is_same_v<T, float>) t[k] = dequantize_weight(s, e.q[k]);
+      else t[k] = static_cast<T>(optimized_output(s, e.q[k], e.act));
     }
   return t;
 }
+}  // namespace
+
+std::vector<uint16_t> folded_table(const QuantizedEmbedding& e) { return folded_values(e, e.folded); }
+std::vector<uint8_t> folded_table_u8(const QuantizedEmbedding& e) { return folded_values(e, e.folded_u8); }
+std::vector<float> folded_table_f32(const QuantizedEmbedding& e) { return folded_values(e, e.folded_f32); }
 
 Status check_onnx_export(const QuantizedEmbedding& e, const OnnxExportOptions& o) {
   if (o.opset < 1)
@@ -225,12 +249,15 @@ Status check_onnx_export(const QuantizedEmbedding& e, const OnnxExportOptions& o
                       "have; drop one of OnnxExportOptions.int4_weights and OnnxExportOptions.folded");
   if (!e.has_weights() && !o.folded)
     return make_error(ErrorCode::kUnsupported,
-                      "the artifact holds only the folded uint16 table (compiled with the optimized pattern and "
+                      "the artifact holds only the folded " +
+                          std::string(e.scheme.weight_only() ? "float32" : e.act.bits == 8 ? "uint8" : "uint16") +
+                          " table (compiled with the optimized pattern and "
                       "CompileOptions.mode = materialize), not the per-row weights; export it with "
                       "OnnxExportOptions.folded, or export from the checkpoint or an artifact compiled with "
                       "CompileOptions.mode = fused");
   const uint64_t n = static_cast<uint64_t>(e.rows) * static_cast<uint64_t>(e.dim);
-  const uint64_t table_bytes = o.folded ? 2 * n : (o.int4_weights ? (n + 1) / 2 : n);
+  const uint64_t folded_value_bytes = e.scheme.weight_only() ? 4 : static_cast<uint64_t>(e.scheme.activation_bits() / 8);
+  const uint64_t table_bytes = o.folded ? folded_value_bytes * n : (o.int4_weights ? (n + 1) / 2 : n);
   if (table_bytes + 16 * static_cast<uint64_t>(e.rows) + 4096 > kOnnxMaxModelBytes)
     return make_error(ErrorCode::kUnsupported,
                       "the table (" + std::to_string(table_bytes) +
@@ -254,7 +281,9 @@ nlohmann::json encodings_json(const QuantizedEmbedding& e, const OnnxExportOptio
   const std::string& n = e.node;
   const int bits = weight_bits(e.scheme);
   const int64_t sym_offset = -(int64_t{1} << (bits - 1));
-  json act = json::array({aimet_encoding(e.act.scale, e.act.offset(), 16, false)});
+  // A weight-only scheme's output is float: it has no activation encoding.
+  const bool weight_only = e.scheme.weight_only();
+  json act = json::array({aimet_encoding(e.act.scale, e.act.offset(), e.act.bits, false)});
   json j;
   j["version"] = "0.6.1";
   j["activation_encodings"] = json::object();
@@ -267,7 +296,9 @@ nlohmann::json encodings_json(const QuantizedEmbedding& e, const OnnxExportOptio
       for (float s : e.row_scales) per_channel.push_back(aimet_encoding(s, sym_offset, bits, true));
       j["param_encodings"][n + "_weight"] = per_channel;
     }
-    if (e.pattern == Pattern::kOptimized) {
+    if (weight_only) {
+      // DequantizeLinear -> Gather: only the weight is quantized.
+    } else if (e.pattern == Pattern::kOptimized) {
       j["activation_encodings"][n + "_convert"] = act;
     } else {
       json smax = json::array({aimet_encoding(e.max_scale, sym_offset, bits, true)});
@@ -275,11 +306,12 @@ nlohmann::json encodings_json(const QuantizedEmbedding& e, const OnnxExportOptio
       j["activation_encodings"][n + "_intermediate"] = smax;
     }
   }
-  j["activation_encodings"][output] = act;
+  if (!weight_only) j["activation_encodings"][output] = act;
   j["excluded_layers"] = json::array();
   // The 0.6.1 spec types is_symmetric and per_channel_quantization as strings;
-  // is_symmetric describes the parameters (the activation is asymmetric).
-  j["quantizer_args"] = {{"activation_bitwidth", 16},
+  // is_symmetric describes the parameters (the activation is asymmetric). A
+  // weight-only scheme's activations stay float: 32 bits.
+  j["quantizer_args"] = {{"activation_bitwidth", weight_only ? 32 : e.act.bits},
                          {"dtype", "int"},
                          {"is_symmetric", "True"},
                          {"param_bitwidth", bits},
@@ -462,12 +494,16 @@ Result<OnnxExportSummary> export_onnx(const OnnxExportRequest& r) {
   summary.model_bytes = model.size();
   e.q.clear();
   e.folded.clear();
+  e.folded_u8.clear();
+  e.folded_f32.clear();
   e.row_scales.clear();
   summary.embedding = std::move(e);
   if (all.size() > 1) {
     for (QuantizedEmbedding& t : all) {
       t.q.clear();
       t.folded.clear();
+      t.folded_u8.clear();
+      t.folded_f32.clear();
       t.row_scales.clear();
     }
     summary.tables = std::move(all);

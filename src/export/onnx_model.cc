@@ -34,7 +34,7 @@ bool onnx_export_available() { return true; }
 namespace {
 
 // onnx.proto numbers; INT4 is newer than the generated enum.
-constexpr int32_t kFloat = 1, kUint16 = 4, kInt8 = 3, kInt32 = 6, kInt64 = 7, kInt4 = 22;
+constexpr int32_t kFloat = 1, kUint8 = 2, kUint16 = 4, kInt8 = 3, kInt32 = 6, kInt64 = 7, kInt4 = 22;
 // ONNX 1.16 (opset 21) and 1.17 (opset 22) write IR version 10.
 constexpr int64_t kIrVersion = 10;
 
@@ -53,6 +53,7 @@ class ModelBuilder {
   }
   void scalar_f32(const std::string& name, float v) { initializer(name, kFloat, {}, &v, sizeof v); }
   void scalar_u16(const std::string& name, uint16_t v) { initializer(name, kUint16, {}, &v, sizeof v); }
+  void scalar_u8(const std::string& name, uint8_t v) { initializer(name, kUint8, {}, &v, sizeof v); }
   void scalar_i8(const std::string& name, int8_t v) { initializer(name, kInt8, {}, &v, sizeof v); }
 
   onnx::NodeProto* node(const std::string& op, const std::string& name, std::vector<std::string> inputs,
@@ -125,7 +126,8 @@ Result<std::string> onnx_model_bytes(const std::vector<QuantizedEmbedding>& tabl
     Status s = check_onnx_export(e, o);
     if (!s.ok()) return make_error(s.code(), "table '" + e.node + "': " + s.message());
     const uint64_t n = static_cast<uint64_t>(e.rows) * static_cast<uint64_t>(e.dim);
-    bytes += (o.folded ? 2 * n : (o.int4_weights ? (n + 1) / 2 : n)) + 16 * static_cast<uint64_t>(e.rows) + 4096;
+    const uint64_t folded_bytes = e.scheme.weight_only() ? 4 : static_cast<uint64_t>(e.act.bits / 8);
+    bytes += (o.folded ? folded_bytes * n : (o.int4_weights ? (n + 1) / 2 : n)) + 16 * static_cast<uint64_t>(e.rows) + 4096;
   }
   if (bytes > kOnnxMaxModelBytes)
     return make_error(ErrorCode::kUnsupported,
@@ -192,10 +194,50 @@ void add_table(ModelBuilder& b, onnx::GraphProto* g, const QuantizedEmbedding& e
   b.value(g->mutable_input(), indices, o.int32_indices ? kInt32 : kInt64, {"N"});
   b.value(g->mutable_output(), output, kFloat, {"N", dim});
 
-  // The activation encoding: y = s_a * (q - zp_a), q uint16.
-  b.scalar_f32(n + "_act_scale", e.act.scale);
-  b.scalar_u16(n + "_act_zero_point", static_cast<uint16_t>(e.act.zero_point));
+  if (e.scheme.weight_only()) {
+    // No activation step: y = s_r * q, the dequantized weight gathered
+    // (DequantizeLinear -> Gather), or the folded float table gathered.
+    std::string table = n + "_weight";
+    if (o.folded) {
+      const std::vector<float> t = folded_table_f32(e);
+      b.initializer(table, kFloat, {e.rows, e.dim}, t.data(), t.size() * sizeof(float));
+    } else {
+      const size_t count = static_cast<size_t>(e.rows);
+      if (o.int4_weights) {
+        const std::vector<uint8_t> packed = pack_int4_flat(e.q);
+        b.initializer(n + "_weight_quantized", kInt4, {e.rows, e.dim}, packed.data(), packed.size());
+        const std::vector<uint8_t> zeros((count + 1) / 2, 0);
+        b.initializer(n + "_weight_zero_point", kInt4, {e.rows}, zeros.data(), zeros.size());
+      } else {
+        b.initializer(n + "_weight_quantized", kInt8, {e.rows, e.dim}, e.q.data(), e.q.size());
+        const std::vector<int8_t> zeros(count, 0);
+        b.initializer(n + "_weight_zero_point", kInt8, {e.rows}, zeros.data(), zeros.size());
+      }
+      b.initializer(n + "_weight_scale", kFloat, {e.rows}, e.row_scales.data(), count * sizeof(float));
+      ModelBuilder::int_attribute(b.node("DequantizeLinear", n + "_weight_dequantize",
+                                         {n + "_weight_quantized", n + "_weight_scale", n + "_weight_zero_point"},
+                                         table),
+                                  "axis", 0);
+    }
+    ModelBuilder::int_attribute(b.node("Gather", n, {table, indices}, output), "axis", 0);
+    return;
+  }
 
+  // The activation encoding: y = s_a * (q - zp_a), q uint16 (or uint8 for
+  // an 8-bit activation scheme).
+  const bool u8 = e.act.bits == 8;
+  b.scalar_f32(n + "_act_scale", e.act.scale);
+  if (u8) b.scalar_u8(n + "_act_zero_point", static_cast<uint8_t>(e.act.zero_point));
+  else b.scalar_u16(n + "_act_zero_point", static_cast<uint16_t>(e.act.zero_point));
+
+  if (o.folded && u8) {
+    const std::vector<uint8_t> table = folded_table_u8(e);
+    b.initializer(n + "_convert_quantized", kUint8, {e.rows, e.dim}, table.data(), table.size());
+    ModelBuilder::int_attribute(b.node("Gather", n, {n + "_convert_quantized", indices}, n + "_quantized"), "axis",
+                                0);
+    b.dequantize(n + "_dequantize", n + "_quantized", n + "_act_scale", n + "_act_zero_point", output);
+    return;
+  }
   if (o.folded) {
     // The optimized pattern after its Convert is folded: a uint16 table.
     const std::vector<uint16_t> table = folded_table(e);

@@ -27,7 +27,7 @@ float scale_at(const RequantGatherParams& p, size_t r) {
 // activation, or (W = 32) a float table's bits.
 template <KernelFamily F, int W>
 int32_t stored_at(const RequantGatherParams& p, size_t r, size_t j) {
-  const StorageFormat* format =
+  static const StorageFormat* const format =
       find_storage_format(F != KernelFamily::kMaterialized ? DataType::kSFixedPoint8
                           : W == 16                       ? DataType::kUFixedPoint16
                           : W == 8                        ? DataType::kUFixedPoint8

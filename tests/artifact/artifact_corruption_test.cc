@@ -272,13 +272,13 @@ TEST_F(ArtifactForged, IllTypedAndOutOfRangeFieldsAreNamed) {
   EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][2]["encoding"]["type"] = "per_block"; }),
                      "encoding.type is 'per_block', expected none, per_tensor or per_axis");
   EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][0]["encoding"]["bitwidth"] = 16; }),
-                     "tensor 'w8' (SFIXED_POINT_8) has bitwidth 16; qemb stores SFIXED_POINT_8 at 4 or 8 bits");
-  EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][0]["encoding"]["bitwidth"] = 2; }),
-                     "tensor 'w8' (SFIXED_POINT_8) has bitwidth 2; qemb stores SFIXED_POINT_8 at 4 or 8 bits");
+                     "tensor 'w8' (SFIXED_POINT_8) has bitwidth 16; qemb stores SFIXED_POINT_8 at 2, 4 or 8 bits");
+  EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][0]["encoding"]["bitwidth"] = 3; }),
+                     "tensor 'w8' (SFIXED_POINT_8) has bitwidth 3; qemb stores SFIXED_POINT_8 at 2, 4 or 8 bits");
   EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["tensors"][2]["encoding"]["bitwidth"] = 8; }),
                      "tensor 't16' (UFIXED_POINT_16) has bitwidth 8; qemb stores UFIXED_POINT_16 at 16 bits");
   EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["ops"][2]["intermediate"]["bitwidth"] = 3; }),
-                     "op 'g4' intermediate encoding has bitwidth 3, expected 4 or 8 (or 0)");
+                     "op 'g4' intermediate encoding has bitwidth 3, expected 2, 4 or 8 (or 0)");
   EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["ops"][2]["intermediate"] = "legacy"; }),
                      "ops[2] ('g4').intermediate is string, expected an object");
   EXPECT_MESSAGE_HAS(refused_graph([](json& g) { g["ops"][1]["inputs"] = {"w8_convert"}; }),

@@ -332,12 +332,12 @@ TEST(ArtifactWrite, RefusesWhatTheFormatCannotHold) {
   g = make_small_graph();
   g.tensors[0].encoding.bitwidth = 9;
   expect_refused(g, json::object(),
-                 "tensor 'w' (SFIXED_POINT_8) has bitwidth 9; qemb stores SFIXED_POINT_8 at 4 or 8 bits");
+                 "tensor 'w' (SFIXED_POINT_8) has bitwidth 9; qemb stores SFIXED_POINT_8 at 2, 4 or 8 bits");
   // Within 1..8 but not a format qemb stores: once written with the 8-bit range.
   g = make_small_graph();
-  g.tensors[0].encoding.bitwidth = 2;
+  g.tensors[0].encoding.bitwidth = 3;
   expect_refused(g, json::object(),
-                 "tensor 'w' (SFIXED_POINT_8) has bitwidth 2; qemb stores SFIXED_POINT_8 at 4 or 8 bits");
+                 "tensor 'w' (SFIXED_POINT_8) has bitwidth 3; qemb stores SFIXED_POINT_8 at 2, 4 or 8 bits");
 
   g = make_small_graph();
   g.tensors[2].shape = {int64_t{1} << 40, int64_t{1} << 40};

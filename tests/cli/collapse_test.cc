@@ -139,7 +139,7 @@ TEST_F(Collapse, EvalRecommendsAndGates) {
   EXPECT_NE(r.out.find("qemb: error: validation error: 16a4w optimized (deployed): SQNR "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" dB is below --min-sqnr 200\n"), std::string::npos) << r.out;
   // The HTML report paints a deployed pattern that collapses rows red, not green.
-  r = run_command(q("eval " + ckpt_ + " --qnn-sdk-version 2.37 --report " + dir_.file("r.html")));
+  r = run_command(q("eval " + ckpt_ + " --qnn-sdk-version 2.37 --scheme 16a4w --report " + dir_.file("r.html")));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string html = qemb::testing::read_text(dir_.file("r.html"));
   EXPECT_NE(html.find("<tr class=\"deployed collapses\">"), std::string::npos);

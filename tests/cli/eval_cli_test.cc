@@ -72,15 +72,33 @@ TEST(EvalCli, JsonOnTheExample) {
   EXPECT_EQ(j["tensor"], kEmbedding);
   EXPECT_EQ(j["vocab_size"], 512);
   EXPECT_EQ(j["dim"], 64);
-  ASSERT_EQ(j["results"].size(), 4u);
-  for (size_t i = 0; i < 4; i += 2) {
-    const auto& opt = j["results"][i];
-    const auto& leg = j["results"][i + 1];
+  // Every scheme: both patterns of the six activation schemes, then the one
+  // result of each weight-only scheme, each with its bits per value (D = 64).
+  ASSERT_EQ(j["results"].size(), 15u);
+  const struct {
+    const char* scheme;
+    int act_bits;
+    double bits_per_value;
+  } want[] = {{"16a4w", 16, 4.5}, {"16a8w", 16, 8.5}, {"16a2w", 16, 2.5}, {"8a4w", 8, 4.5}, {"8a8w", 8, 8.5},
+              {"8a2w", 8, 2.5},   {"w4", 0, 4.5},     {"w8", 0, 8.5},     {"w2", 0, 2.5}};
+  size_t i = 0;
+  for (const auto& w : want) {
+    SCOPED_TRACE(w.scheme);
+    const auto& opt = j["results"][i++];
+    EXPECT_EQ(opt["scheme"], w.scheme);
     EXPECT_EQ(opt["pattern"], "optimized");
     EXPECT_EQ(opt["deployed"], true);
-    EXPECT_EQ(leg["pattern"], "legacy");
-    EXPECT_GT(opt["sqnr_db"].get<double>(), leg["sqnr_db"].get<double>() + 5.0);
+    EXPECT_EQ(opt["act_bits"], w.act_bits);
+    EXPECT_EQ(opt["bits_per_value"], w.bits_per_value);
     EXPECT_EQ(opt["worst_rows"].size(), 10u);
+    if (w.act_bits == 0) {
+      EXPECT_EQ(opt["act_mean_abs_err"], 0.0);  // no activation step
+      continue;
+    }
+    const auto& leg = j["results"][i++];
+    EXPECT_EQ(leg["scheme"], w.scheme);
+    EXPECT_EQ(leg["pattern"], "legacy");
+    EXPECT_GE(opt["sqnr_db"].get<double>(), leg["sqnr_db"].get<double>());
   }
   EXPECT_GT(j["results"][1]["collapsed_rows"].get<int64_t>(), 0);  // 16a4w legacy loses small rows
 }
@@ -92,7 +110,7 @@ TEST(EvalCli, TableAndReport) {
   auto r = qemb("eval " + ckpt + " --qnn-sdk-version 2.37 --scheme 16a4w --report " + report);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "-> deployed pattern: legacy")) << r.out;
-  EXPECT_TRUE(contains(r.out, "16a4w  legacy     *")) << r.out;
+  EXPECT_TRUE(contains(r.out, "16a4w  legacy      4.500 *")) << r.out;
   EXPECT_FALSE(contains(r.out, "16a8w")) << r.out;
   EXPECT_TRUE(contains(r.out, "wrote report " + report)) << r.out;
   const std::string html = qemb::testing::read_text(report);
@@ -127,9 +145,9 @@ TEST(EvalCli, ErrorsAreClear) {
   EXPECT_TRUE(contains(missing.out, "qemb: error: not found: no tensor 'model.embed.weight'")) << missing.out;
   EXPECT_TRUE(contains(missing.out, "'model' has no member 'embed'; closest existing names: 'model.embed_tokens'"))
       << missing.out;
-  auto scheme = qemb("eval " + ckpt + " --scheme 8a8w");
+  auto scheme = qemb("eval " + ckpt + " --scheme 8a16w");
   EXPECT_EQ(scheme.exit_code, 2);  // a usage error
-  EXPECT_TRUE(contains(scheme.out, "unknown scheme '8a8w': expected 16a4w, 16a8w or all")) << scheme.out;
+  EXPECT_TRUE(contains(scheme.out, "unknown scheme '8a16w': expected one of 16a4w, 16a8w, 16a2w, 8a4w, 8a8w, 8a2w, w4, w8, w2, or all")) << scheme.out;
   auto no_scheme = qemb("fakequant " + ckpt + " -o " + dir.file("x.safetensors"));
   EXPECT_EQ(no_scheme.exit_code, 2);
   EXPECT_TRUE(contains(no_scheme.out, "--scheme")) << no_scheme.out;

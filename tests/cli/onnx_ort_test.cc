@@ -80,23 +80,32 @@ struct Expected {
   std::vector<float> onnx;      // the dividing formulas: what ONNX specifies
 };
 
-// Both formulas for every element, from the float table the compile reads.
+// Both formulas for every element, from the float table the compile reads,
+// for any scheme: A-bit activations (the contract multiplies by inv(s_a),
+// ONNX divides by s_a), or a weight-only scheme's y = s_r * q (the same in
+// both: DequantizeLinear multiplies).
 Expected expected_outputs(const std::vector<float>& table, Scheme scheme, bool legacy) {
   const PcqTable pcq = quantize_table(table.data(), kRows, kDim, scheme);
   float lo, hi;
   min_max(table.data(), table.size(), lo, hi);
-  const ActivationEncoding act = activation_encoding(lo, hi);
+  const int bits = scheme.activation_bits();
+  const ActivationEncoding act = activation_encoding(lo, hi, bits == 0 ? 16 : bits);
   const float smax = pcq.max_scale();
   const int qmax = weight_qmax(scheme);
   Expected e;
   for (size_t k = 0; k < table.size(); ++k) {
     const float s = pcq.scales[k / kDim];
     const int q = pcq.q[k];
-    const uint16_t mult = legacy ? legacy_output(s, q, smax, qmax, act) : optimized_output(s, q, act);
+    if (scheme.weight_only()) {
+      e.contract.push_back(dequantize_weight(s, q));
+      e.onnx.push_back(static_cast<float>(q) * s);
+      continue;
+    }
+    const int32_t mult = legacy ? legacy_output(s, q, smax, qmax, act) : optimized_output(s, q, act);
     e.contract.push_back(dequantize_activation(mult, act));
     float w = static_cast<float>(q) * s;  // DequantizeLinear, per axis
     if (legacy) w = static_cast<float>(onnx_quantize(w, smax, 0, -128, 127)) * smax;
-    const int32_t div = onnx_quantize(w, act.scale, act.zero_point, 0, 65535);
+    const int32_t div = onnx_quantize(w, act.scale, act.zero_point, 0, act.qmax());
     e.onnx.push_back(static_cast<float>(div - act.zero_point) * act.scale);
   }
   return e;
@@ -194,6 +203,52 @@ TEST_F(OnnxOrt, MatchesQembRunExceptWhereDivisionAndMultiplicationDiffer) {
           for (size_t k = 0; k < folded.size(); ++k) diff += bits_of(folded[k]) != bits_of(served[k]);
           EXPECT_EQ(diff, 0u) << "folded";
         }
+      }
+    }
+  }
+}
+
+// The schemes beyond 16a4w / 16a8w, from a float32 checkpoint: 2-bit
+// weights, uint8 activations (QuantizeLinear to uint8) and weight-only float
+// outputs (DequantizeLinear -> Gather), each pattern it has, and the folded
+// form of each optimized graph (its table is qemb's own: exact).
+TEST_F(OnnxOrt, EveryOtherSchemeMatchesQembRun) {
+  const std::string ckpt = dir_.file("model.safetensors");
+  const std::vector<float> table = checkpoint("F32", ckpt);
+  for (Scheme scheme : all_schemes()) {
+    if (scheme == Scheme::k16a4w || scheme == Scheme::k16a8w) continue;  // the test above
+    for (bool legacy : {false, true}) {
+      if (legacy && scheme.weight_only()) continue;  // no legacy pattern
+      SCOPED_TRACE(std::string(to_string(scheme)) + (legacy ? " legacy" : " optimized"));
+      const std::string flags = ckpt + " --qnn-sdk-version 2.48 --scheme " + to_string(scheme) + " --pattern " +
+                                (legacy ? "legacy" : "optimized");
+      const Expected want = expected_outputs(table, scheme, legacy);
+      const std::vector<float> served = run_qemb(flags);
+      const std::string model = dir_.file("m.onnx");
+      auto r = run_command(q("export-onnx " + flags + " --quiet -o " + model));
+      ASSERT_EQ(r.exit_code, 0) << r.out;
+      const std::vector<float> ort = run_ort(model);
+      ASSERT_EQ(served.size(), want.contract.size());
+      ASSERT_EQ(ort.size(), want.onnx.size());
+      size_t predicted = 0, differing = 0, bad_qemb = 0, bad_ort = 0;
+      for (size_t k = 0; k < ort.size(); ++k) {
+        predicted += bits_of(want.contract[k]) != bits_of(want.onnx[k]);
+        differing += bits_of(ort[k]) != bits_of(served[k]);
+        bad_qemb += bits_of(served[k]) != bits_of(want.contract[k]);
+        bad_ort += bits_of(ort[k]) != bits_of(want.onnx[k]);
+      }
+      EXPECT_EQ(bad_qemb, 0u);
+      EXPECT_EQ(bad_ort, 0u);
+      EXPECT_EQ(differing, predicted);
+      if (scheme.weight_only()) EXPECT_EQ(differing, 0u);  // no division anywhere
+      if (!legacy) {
+        r = run_command(q("export-onnx " + flags + " --folded --quiet -o " + model));
+        ASSERT_EQ(r.exit_code, 0) << r.out;
+        const std::vector<float> folded = run_ort(model);
+        ASSERT_EQ(folded.size(), served.size());
+        size_t diff = 0;
+        for (size_t k = 0; k < folded.size(); ++k) diff += bits_of(folded[k]) != bits_of(served[k]);
+        EXPECT_EQ(diff, 0u) << "folded";
       }
     }
   }

@@ -53,7 +53,9 @@ TEST(StorageFormatTest, TheTableHoldsExactlyTheFormatsQembStores) {
     int32_t qmin, qmax;
     const char* name;
   };
-  for (const Row& r : {Row{DataType::kSFixedPoint8, 4, 4, 2, -7, 7, "int4"},
+  for (const Row& r : {Row{DataType::kSFixedPoint8, 2, 2, 4, -1, 1, "int2"},
+                       Row{DataType::kSFixedPoint8, 4, 4, 2, -7, 7, "int4"},
+                       Row{DataType::kUFixedPoint8, 0, 8, 1, 0, 255, "uint8"},
                        Row{DataType::kSFixedPoint8, 8, 8, 1, -127, 127, "int8"},
                        Row{DataType::kSFixedPoint8, 0, 8, 1, -127, 127, "int8"},
                        Row{DataType::kUFixedPoint16, 16, 16, 1, 0, 65535, "uint16"},
@@ -68,12 +70,14 @@ TEST(StorageFormatTest, TheTableHoldsExactlyTheFormatsQembStores) {
     EXPECT_EQ(f->qmax, r.qmax);
     EXPECT_STREQ(f->name, r.name);
   }
-  for (int bw : {1, 2, 3, 5, 6, 7, 9, 16, 32}) EXPECT_EQ(find_storage_format(DataType::kSFixedPoint8, bw), nullptr) << bw;
+  for (int bw : {1, 3, 5, 6, 7, 9, 16, 32}) EXPECT_EQ(find_storage_format(DataType::kSFixedPoint8, bw), nullptr) << bw;
+  EXPECT_EQ(find_storage_format(DataType::kUFixedPoint8, 16), nullptr);
   EXPECT_EQ(find_storage_format(DataType::kUFixedPoint16, 8), nullptr);
   EXPECT_EQ(find_storage_format(DataType::kFloat32, 16), nullptr);
-  EXPECT_EQ(storage_widths(DataType::kSFixedPoint8), "4 or 8");
+  EXPECT_EQ(storage_widths(DataType::kSFixedPoint8), "2, 4 or 8");
   EXPECT_EQ(storage_widths(DataType::kUFixedPoint16), "16");
-  EXPECT_EQ(row_storage_bytes(DataType::kSFixedPoint8, 2, 5), 0u);  // not a format: no bytes, not 8-bit ones
+  EXPECT_EQ(row_storage_bytes(DataType::kSFixedPoint8, 3, 5), 0u);  // not a format: no bytes, not 8-bit ones
+  EXPECT_EQ(row_storage_bytes(DataType::kSFixedPoint8, 2, 5), 2u);  // four 2-bit values a byte
 }
 
 TEST(StorageFormatTest, LoadAndStoreRoundTripEveryValue) {

@@ -17,9 +17,9 @@ TEST(Scheme, TheTable) {
     int weight_bits, weight_qmax, activation_bits;
     int32_t activation_qmax;
   };
-  const Want want[] = {{"16a8w", 8, 127, 16, 65535}, {"16a4w", 4, 7, 16, 65535}, {"16a2w", 2, 1, 16, 65535},
-                       {"8a8w", 8, 127, 8, 255},     {"8a4w", 4, 7, 8, 255},     {"8a2w", 2, 1, 8, 255},
-                       {"w8", 8, 127, 0, 0},         {"w4", 4, 7, 0, 0},         {"w2", 2, 1, 0, 0}};
+  const Want want[] = {{"16a4w", 4, 7, 16, 65535}, {"16a8w", 8, 127, 16, 65535}, {"16a2w", 2, 1, 16, 65535},
+                       {"8a4w", 4, 7, 8, 255},     {"8a8w", 8, 127, 8, 255},     {"8a2w", 2, 1, 8, 255},
+                       {"w4", 4, 7, 0, 0},         {"w8", 8, 127, 0, 0},         {"w2", 2, 1, 0, 0}};
   ASSERT_EQ(all_schemes().size(), std::size(want));
   for (size_t i = 0; i < std::size(want); ++i) {
     const Scheme s = all_schemes()[i];
@@ -59,7 +59,7 @@ TEST(Scheme, BytesAndBitsPerValue) {
 }
 
 TEST(Scheme, ParseErrorsListTheSchemes) {
-  const std::string names = "16a8w, 16a4w, 16a2w, 8a8w, 8a4w, 8a2w, w8, w4, w2";
+  const std::string names = "16a4w, 16a8w, 16a2w, 8a4w, 8a8w, 8a2w, w4, w8, w2";
   EXPECT_EQ(scheme_names(), names);
   Result<Scheme> bad = parse_scheme("16a3w");
   ASSERT_FALSE(bad.ok());
@@ -107,7 +107,7 @@ TEST(StorageFormat, Uint8IsUnsigned) {
   EXPECT_EQ(find_storage_format(DataType::kSFixedPoint8, 8)->load(row, 0), -1);
   EXPECT_EQ(to_string(DataType::kUFixedPoint8), std::string("UFIXED_POINT_8"));
   EXPECT_TRUE(parse_data_type("UFIXED_POINT_8").ok());
-  EXPECT_EQ(storage_widths(DataType::kSFixedPoint8), "2 or 4 or 8");
+  EXPECT_EQ(storage_widths(DataType::kSFixedPoint8), "2, 4 or 8");
 }
 
 }  // namespace

@@ -436,11 +436,14 @@ TEST(Metrics, BadInputIsAClearError) {
 }
 
 TEST(Metrics, ParseSchemes) {
-  EXPECT_THAT(*parse_eval_schemes("all"), ElementsAre(Scheme::k16a4w, Scheme::k16a8w));
+  EXPECT_THAT(*parse_eval_schemes("all"),
+              ElementsAre(Scheme::k16a4w, Scheme::k16a8w, Scheme::k16a2w, Scheme::k8a4w, Scheme::k8a8w,
+                          Scheme::k8a2w, Scheme::kW4, Scheme::kW8, Scheme::kW2));
   EXPECT_THAT(*parse_eval_schemes("16a8w"), ElementsAre(Scheme::k16a8w));
-  auto bad = parse_eval_schemes("8a8w");
+  EXPECT_THAT(*parse_eval_schemes("w2"), ElementsAre(Scheme::kW2));
+  auto bad = parse_eval_schemes("8a3w");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message, "unknown scheme '8a8w': expected 16a4w, 16a8w or all");
+  EXPECT_EQ(bad.error().message, "unknown scheme '8a3w': expected one of 16a4w, 16a8w, 16a2w, 8a4w, 8a8w, 8a2w, w4, w8, w2, or all");
 }
 
 TEST(Metrics, DeployedPatternFollowsTheTarget) {

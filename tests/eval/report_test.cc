@@ -86,7 +86,7 @@ TEST(EvalJson, AnExactResultHasNullSqnr) {
   }
   EXPECT_EQ(j["target"]["deployed_pattern"], "legacy");
   const std::string text = format_eval_report(*report);
-  EXPECT_THAT(text, HasSubstr("16a8w  optimized           inf  1.000000"));
+  EXPECT_THAT(text, HasSubstr("16a8w  optimized  24.000          inf  1.000000"));
 }
 
 TEST(EvalText, ListsEveryResultAndTheWorstRows) {
@@ -94,10 +94,12 @@ TEST(EvalText, ListsEveryResultAndTheWorstRows) {
   EXPECT_THAT(text, HasSubstr("tensor      model.embed_tokens.weight BF16 [64 x 8] from model.safetensors\n"));
   EXPECT_THAT(text, HasSubstr("rows        64 of 64 (all rows)\n"));
   EXPECT_THAT(text, HasSubstr("-> deployed pattern: optimized\n"));
-  EXPECT_THAT(text, HasSubstr("\n16a4w  optimized  *  "));
-  EXPECT_THAT(text, HasSubstr("\n16a4w  legacy        "));
-  EXPECT_THAT(text, HasSubstr("\n16a8w  optimized  *  "));
-  EXPECT_THAT(text, HasSubstr("\n16a8w  legacy        "));
+  // Bits per value at D = 8: (4 bytes + the 4-byte scale) * 8 / 8 = 8 for
+  // 16a4w, (8 + 4) * 8 / 8 = 12 for 16a8w.
+  EXPECT_THAT(text, HasSubstr("\n16a4w  optimized   8.000 *  "));
+  EXPECT_THAT(text, HasSubstr("\n16a4w  legacy      8.000    "));
+  EXPECT_THAT(text, HasSubstr("\n16a8w  optimized  12.000 *  "));
+  EXPECT_THAT(text, HasSubstr("\n16a8w  legacy     12.000    "));
   EXPECT_EQ(count(text, "worst rows, "), 4u);
 }
 

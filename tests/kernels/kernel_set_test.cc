@@ -126,10 +126,16 @@ TEST(KernelSetTest, NamesSayOpDtypeAndIsa) {
   EXPECT_EQ(kernel_name(set, GatherKernel::bag_u16_i64), "bag_u16_i64[AVX2]");
   EXPECT_EQ(kernel_name(set, GatherKernel::requant_gather_s4_f16), "requant_gather_s4_f16[AVX2]");
   EXPECT_EQ(kernel_name(set, GatherKernel::legacy_gather_s8_bf16), "legacy_gather_s8_bf16[AVX2]");
-  EXPECT_EQ(kNumGatherKernels, 30);
+  EXPECT_EQ(kernel_name(set, GatherKernel::requant_gather_s2_u8_f16), "requant_gather_s2_u8_f16[AVX2]");
+  EXPECT_EQ(kernel_name(set, GatherKernel::dequant_gather_s4_f32), "dequant_gather_s4_f32[AVX2]");
+  EXPECT_EQ(kernel_name(set, GatherKernel::dequant_bag_s2_i64), "dequant_bag_s2_i64[AVX2]");
+  EXPECT_EQ(kernel_name(set, GatherKernel::gather_u8), "gather_u8[AVX2]");
+  // 30 tuned kernels of 16-bit activations over 4- and 8-bit weights, and 74
+  // generic ones: 2-bit weights (12), uint8 activations (6 + 36), weight-only (5 + 15).
+  EXPECT_EQ(kNumGatherKernels, 104);
   std::set<std::string> stems;
   for (int k = 0; k < kNumGatherKernels; ++k) stems.insert(kernel_stem(static_cast<GatherKernel>(k)));
-  EXPECT_EQ(stems.size(), 30u);
+  EXPECT_EQ(stems.size(), 104u);
 }
 
 }  // namespace

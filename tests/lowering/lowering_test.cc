@@ -437,7 +437,7 @@ TEST(PerTensorLoweringTest, BadInputIsInvalidArgument) {
   r = lower_per_tensor_embedding(q, 2, 3, 3, 0.5f, Act(), Options(Pattern::kAuto));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_THAT(r.error().message, HasSubstr("4 or 8"));
+  EXPECT_THAT(r.error().message, HasSubstr("2, 4 or 8"));
   r = lower_per_tensor_embedding({}, 0, 3, 8, 0.5f, Act(), Options(Pattern::kAuto));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
