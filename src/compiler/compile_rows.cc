@@ -279,10 +279,9 @@ Result<CompiledEmbedding> compile_impl(const RowSource& src, const CompileOption
   m["mode_reason"] = out.mode_reason;
   m["vocab_size"] = rows;
   m["dim"] = dim;
-  if (scheme.weight_only()) {  // float outputs: no activation encoding
-    m["act_bits"] = 0;
-  } else {
-    m["act_bits"] = out.act.bits;
+  // A weight-only scheme's float outputs have no activation encoding; the
+  // width of the others is the scheme's (and the graph output's dtype).
+  if (!scheme.weight_only()) {
     m["act_scale"] = out.act.scale;
     m["act_offset"] = out.act.offset();
   }

@@ -105,7 +105,6 @@ class SchemeE2E : public ::testing::TestWithParam<Case> {
 TEST_P(SchemeE2E, CompilesTheSchemesGraph) {
   const Scheme s = GetParam().scheme;
   EXPECT_EQ(compiled_.metadata["scheme"], s.name());
-  EXPECT_EQ(compiled_.metadata["act_bits"], s.activation_bits());
   if (s.weight_only()) {
     // No QNN pattern: the SDK version is not consulted.
     EXPECT_EQ(compiled_.pattern, Pattern::kOptimized);
