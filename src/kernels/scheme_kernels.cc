@@ -82,27 +82,73 @@ HWY_INLINE void PrefetchRow(const RequantGatherParams& p, size_t r, size_t row_b
   }
 }
 
+// The int8 values of every packed byte, in column order: the four 2-bit
+// fields (bits 2i, 2i + 1 hold column i) or the two nibbles (low first),
+// each sign-extended: the unpacking of a row's last bytes.
+template <int W>
+struct UnpackTable {
+  static constexpr int kPerByte = 8 / W;
+  alignas(64) int8_t v[256][kPerByte];
+};
+template <int W>
+constexpr UnpackTable<W> MakeUnpackTable() {
+  UnpackTable<W> t{};
+  for (int b = 0; b < 256; ++b) {
+    for (int i = 0; i < 8 / W; ++i) {
+      const int field = (b >> (W * i)) & ((1 << W) - 1);
+      t.v[b][i] = static_cast<int8_t>(field >= (1 << (W - 1)) ? field - (1 << W) : field);
+    }
+  }
+  return t;
+}
+template <int W>
+inline constexpr UnpackTable<W> kUnpack = MakeUnpackTable<W>();
+
 // Columns [j0, j0 + m) of a packed row as int8 values; j0 is a multiple of
-// kChunk, so every chunk starts on a byte boundary.
+// kChunk, so every chunk starts on a byte boundary. 16 packed bytes at a
+// time: each field shifted to the top of its byte and back down with its
+// sign, then the fields interleaved into column order (bytes, then 16-bit
+// pairs for 2-bit fields). The compiler's own vectorization of a scalar loop
+// inserted bytes one at a time (0.8 ns a value, 10M rows/s at D = 128 on the
+// Zen 5 development VM).
 template <int W>
 HWY_INLINE void Unpack(const uint8_t* HWY_RESTRICT row, size_t j0, size_t m, int8_t* HWY_RESTRICT q) {
   if constexpr (W == 8) {
     std::memcpy(q, row + j0, m);
-  } else if constexpr (W == 4) {
-    const uint8_t* b = row + j0 / 2;
-    size_t i = 0;
-    for (; i + 2 <= m; i += 2, ++b) {
-      q[i] = static_cast<int8_t>(static_cast<int8_t>(*b << 4) >> 4);
-      q[i + 1] = static_cast<int8_t>(static_cast<int8_t>(*b) >> 4);
-    }
-    if (i < m) q[i] = static_cast<int8_t>(static_cast<int8_t>(*b << 4) >> 4);
   } else {
-    static_assert(W == 2);
-    const uint8_t* b = row + j0 / 4;
-    for (size_t i = 0; i < m; ++i) {
-      const uint8_t field = static_cast<uint8_t>((b[i >> 2] >> (2 * (i & 3))) & 3);
-      q[i] = static_cast<int8_t>(static_cast<int8_t>(field << 6) >> 6);
+    constexpr size_t kPerByte = 8 / W;
+    const uint8_t* b = row + j0 / kPerByte;
+    size_t i = 0;
+#if HWY_TARGET != HWY_SCALAR
+    const hn::Full128<int8_t> d;
+    constexpr size_t kValues = 16 * kPerByte;  // from 16 bytes
+    for (; i + kValues <= m; i += kValues, b += 16) {
+      const auto v = hn::LoadU(d, reinterpret_cast<const int8_t*>(b));
+      if constexpr (W == 4) {
+        const auto lo = hn::ShiftRight<4>(hn::ShiftLeft<4>(v));
+        const auto hi = hn::ShiftRight<4>(v);
+        hn::StoreU(hn::InterleaveLower(d, lo, hi), d, q + i);
+        hn::StoreU(hn::InterleaveUpper(d, lo, hi), d, q + i + 16);
+      } else {
+        const hn::Repartition<int16_t, decltype(d)> d16;
+        const auto f0 = hn::ShiftRight<6>(hn::ShiftLeft<6>(v));
+        const auto f1 = hn::ShiftRight<6>(hn::ShiftLeft<4>(v));
+        const auto f2 = hn::ShiftRight<6>(hn::ShiftLeft<2>(v));
+        const auto f3 = hn::ShiftRight<6>(v);
+        const auto a = hn::BitCast(d16, hn::InterleaveLower(d, f0, f1));  // bytes 0..7: (f0 f1) pairs
+        const auto c = hn::BitCast(d16, hn::InterleaveLower(d, f2, f3));
+        const auto e = hn::BitCast(d16, hn::InterleaveUpper(d, f0, f1));  // bytes 8..15
+        const auto g = hn::BitCast(d16, hn::InterleaveUpper(d, f2, f3));
+        hn::StoreU(hn::BitCast(d, hn::InterleaveLower(d16, a, c)), d, q + i);
+        hn::StoreU(hn::BitCast(d, hn::InterleaveUpper(d16, a, c)), d, q + i + 16);
+        hn::StoreU(hn::BitCast(d, hn::InterleaveLower(d16, e, g)), d, q + i + 32);
+        hn::StoreU(hn::BitCast(d, hn::InterleaveUpper(d16, e, g)), d, q + i + 48);
+      }
     }
+#endif
+    for (; i + kPerByte <= m; i += kPerByte, ++b)
+      for (size_t k = 0; k < kPerByte; ++k) q[i + k] = kUnpack<W>.v[*b][k];
+    for (size_t k = 0; i < m; ++i, ++k) q[i] = kUnpack<W>.v[*b][k];  // the row's last, partial byte
   }
 }
 
