@@ -24,7 +24,7 @@ void add_eval_command(CLI::App& app, Action& run) {
   CLI::App* cmd = app.add_subcommand(
       "eval", "What quantization cost: the deployed lookup against the float table, both patterns");
   cmd->add_option("checkpoint", f->checkpoint, "checkpoint: safetensors file, index JSON, folder or GGUF file")->required();
-  cmd->add_option("--tensor", f->tensor, "embedding tensor (dotted path; default: detected by name)");
+  cmd->add_option("--tensor", f->tensor, "embedding tensor: a dotted path, or a glob (*, ?, [...]) matching one, as compile takes (default: detected by name)");
   cmd->add_option("--scheme", f->scheme, "a scheme (16a4w, 16a8w, 16a2w, 8a4w, 8a8w, 8a2w, w4, w8, w2) or all of them, each with its bits per value")
       ->capture_default_str()
       ->check(parsed_by(parse_eval_schemes));

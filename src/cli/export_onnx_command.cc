@@ -16,7 +16,7 @@ void add_export_onnx_command(CLI::App& app, Action& run) {
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
       "export-onnx", "Write the quantized lookup as an ONNX QDQ model (and its AIMET-format encodings)");
-  cmd->add_option("input", f->input, "safetensors checkpoint or .qemb artifact")->required();
+  cmd->add_option("input", f->input, "a checkpoint (file or folder: safetensors, sharded, GGUF, PyTorch, .npy/.npz) or a .qemb artifact")->required();
   cmd->add_option("--tensor", f->tensor, "checkpoint: embedding tensor name (default: detected by name)");
   cmd->add_option("--scheme", f->scheme, "checkpoint: a scheme of compile --scheme (default 16a4w)")->check(parsed_by(parse_scheme));
   cmd->add_option("--pattern", f->pattern, "checkpoint: auto | optimized | legacy (default auto)")

@@ -19,7 +19,7 @@ void add_fakequant_command(CLI::App& app, Action& run) {
   cmd->add_option("checkpoint", f->checkpoint,
                   "safetensors file, model.safetensors.index.json or checkpoint folder")
       ->required();
-  cmd->add_option("--tensor", f->tensor, "embedding tensor (dotted path; default: detected by name)");
+  cmd->add_option("--tensor", f->tensor, "embedding tensor: a dotted path, or a glob (*, ?, [...]) matching one, as compile takes (default: detected by name)");
   cmd->add_option("--scheme", f->scheme, "16a4w | 16a8w | 16a2w | 8a4w | 8a8w | 8a2w | w4 | w8 | w2")->required()->check(parsed_by(parse_scheme));
   cmd->add_option("--pattern", f->pattern, "auto | optimized | legacy")
       ->capture_default_str()

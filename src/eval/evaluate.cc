@@ -649,16 +649,31 @@ Result<StoreAndName> open_store(const Checkpoint& ckpt, const std::string& expli
   return StoreAndName{std::move(store), std::move(name)};
 }
 
+// A --tensor that is a glob (*, ?, [...]) names the one tensor it matches,
+// as compile's globs do; a glob matching several is refused, listing them.
+Result<std::string> resolve_glob(const Checkpoint& ckpt, const std::string& spec) {
+  if (spec.find_first_of("*?[") == std::string::npos) return spec;
+  QEMB_ASSIGN_OR_RETURN(std::vector<std::string> names, ckpt.select_tables({spec}));
+  if (names.size() == 1) return names[0];
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) list += (i ? ", " : "") + names[i];
+  if (names.size() > 8) list += ", ...";
+  return make_error(ErrorCode::kInvalidArgument,
+                    "--tensor '" + spec + "' matches " + std::to_string(names.size()) + " tensors (" + list +
+                        "); this command reads one table: name it, or give a glob that matches one");
+}
+
 }  // namespace
 
 Result<EvalReport> evaluate_checkpoint(const std::string& checkpoint, const EvalOptions& options) {
   QEMB_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(checkpoint));
+  QEMB_ASSIGN_OR_RETURN(const std::string wanted, resolve_glob(ckpt, options.tensor));
   std::string name;
   if (ckpt.format() != CheckpointFormat::kSafetensors && ckpt.format() != CheckpointFormat::kShardedSafetensors) {
-    QEMB_ASSIGN_OR_RETURN(name, ckpt.find_embedding(options.tensor));
+    QEMB_ASSIGN_OR_RETURN(name, ckpt.find_embedding(wanted));
   } else {
     // An explicit name resolves as a dotted path, as fakequant writes through.
-    QEMB_ASSIGN_OR_RETURN(StoreAndName opened, open_store(ckpt, options.tensor));
+    QEMB_ASSIGN_OR_RETURN(StoreAndName opened, open_store(ckpt, wanted));
     name = opened.name;
   }
   QEMB_ASSIGN_OR_RETURN(CheckpointTable table, ckpt.table(name));
@@ -689,7 +704,8 @@ Result<FakeQuantResult> fakequant_checkpoint(const std::string& checkpoint, cons
     return make_error(ErrorCode::kUnsupported, std::string("fakequant writes safetensors checkpoints; '") + checkpoint +
                                                    "' is a " + to_string(ckpt.format()) +
                                                    " checkpoint (compile and eval read it)");
-  QEMB_ASSIGN_OR_RETURN(StoreAndName opened, open_store(ckpt, options.tensor));
+  QEMB_ASSIGN_OR_RETURN(const std::string wanted, resolve_glob(ckpt, options.tensor));
+  QEMB_ASSIGN_OR_RETURN(StoreAndName opened, open_store(ckpt, wanted));
   QEMB_ASSIGN_OR_RETURN(TargetVersion target, discover_target_version(options.qnn_sdk_version));
   QEMB_ASSIGN_OR_RETURN(FakeQuantResult result, fakequant_named(opened.store, opened.name, options, target));
   if (!ckpt.folder().empty() && out_path == kStdioPath)

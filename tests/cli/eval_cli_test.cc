@@ -103,6 +103,26 @@ TEST(EvalCli, JsonOnTheExample) {
   EXPECT_GT(j["results"][1]["collapsed_rows"].get<int64_t>(), 0);  // 16a4w legacy loses small rows
 }
 
+// --tensor takes a glob as compile does, when it matches one tensor.
+TEST(EvalCli, TensorGlobMatchingOne) {
+  qemb::testing::TempDir dir;
+  const std::string ckpt = example_checkpoint(dir);
+  auto r = qemb_stdout("eval " + ckpt + " --tensor 'model.embed_*' --scheme w4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  EXPECT_EQ(j["tensor"], kEmbedding);
+  ASSERT_EQ(j["results"].size(), 1u);
+  EXPECT_EQ(j["results"][0]["scheme"], "w4");
+  // A glob matching several tables is refused, naming them.
+  auto many = qemb("eval " + ckpt + " --tensor '[lm][mo]*[sd].weight' --scheme w4");
+  EXPECT_EQ(many.exit_code, 1) << many.out;
+  EXPECT_TRUE(contains(many.out, "qemb: error: invalid argument: --tensor '[lm][mo]*[sd].weight' matches 2 ")) << many.out;
+  EXPECT_TRUE(contains(many.out, "tensors (model.embed_tokens.weight, lm_head.weight)")) << many.out;
+  EXPECT_TRUE(contains(many.out, "); this command reads one table: name it, or give a glob that matches one"))
+      << many.out;
+}
+
 TEST(EvalCli, TableAndReport) {
   qemb::testing::TempDir dir;
   const std::string ckpt = example_checkpoint(dir);
