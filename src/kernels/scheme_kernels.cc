@@ -152,6 +152,20 @@ HWY_INLINE void Unpack(const uint8_t* HWY_RESTRICT row, size_t j0, size_t m, int
   }
 }
 
+// Columns [j0, j0 + m) of a row as int8 values: int8 rows in place, packed
+// ones unpacked into `buffer` (a copy of int8 rows cost a memcpy call a row).
+template <int W>
+HWY_INLINE const int8_t* Values(const uint8_t* HWY_RESTRICT row, size_t j0, size_t m, int8_t* HWY_RESTRICT buffer) {
+  if constexpr (W == 8) {
+    (void)m;
+    (void)buffer;
+    return reinterpret_cast<const int8_t*>(row) + j0;
+  } else {
+    Unpack<W>(row, j0, m, buffer);
+    return buffer;
+  }
+}
+
 // What a gather of form K stores per value: the activation (uint8 for A = 8,
 // uint16 for A = 16), float32, or the bits of a binary16 / bfloat16.
 template <int A, KernelForm K>
@@ -167,29 +181,22 @@ struct Consts {
         weight_qmax(weight_qmax),
         a(df, p.act),
         legacy(df, p.max_scale, weight_qmax),
-        act_qmax(df, static_cast<float>(p.act.qmax())) {}
+        q(df, p.act),
+        act_qmax(hn::RebindToSigned<DF>(), p.act.qmax()) {}
   ActivationEncoding act;
   float max_scale;
   int weight_qmax;
   ActivationVec<DF> a;
   LegacyVec<DF> legacy;
-  Broadcast<DF> act_qmax;
+  Q16IntVec<DF> q;
+  Broadcast<hn::RebindToSigned<DF>> act_qmax;
 };
 
-// q_A(x) as an integer-valued float in [0, 2^A - 1]: numeric.h's
-// quantize_activation clamps rne(x * inv_sa) to +-2^20, adds zp in int32 and
-// clamps to [0, 2^A - 1]. Here r + zp is added in float and clamped in
-// float: for |r + zp| < 2^24 the float sum is the exact integer; beyond the
-// inner clamp (or for +-inf) both forms saturate to the same end, since
-// 0 <= zp <= 2^A - 1 and float rounding is monotone; NaN becomes 0, as
-// clamp_to_int maps NaN to -2^20.
-template <class DF>
-HWY_INLINE hn::Vec<DF> QuantizeAct(DF df, hn::Vec<DF> x, const Consts<DF>& c) {
-  const auto r = RoundHalfEven(df, hn::Mul(x, c.a.inv_scale()));
-  const auto v = hn::Add(r, c.a.zero_point());
-  return hn::Min(MaxOrLowerIfNaN<DF>(v, hn::Zero(df)), c.act_qmax());
-}
-
+// The activation: rne(x * inv_sa) + zp as int32 (requant-inl.h's
+// Q16Unclamped: t clamped to +-2^22, NaN to -2^22, rounded by the magic
+// addition), then clamped to [0, 2^A - 1] in int32, which gives numeric.h's
+// quantize_activation: beyond its inner +-2^20 clamp both forms reach the
+// same end, since 0 <= zp <= 2^A - 1; NaN gives 0 in both.
 // The scalar value of one column, by numeric.h: the activation q_A, or y.
 template <KernelFamily F>
 HWY_INLINE int32_t ScalarAct(float s, int q, const ActivationEncoding& act, float max_scale, int weight_qmax) {
@@ -246,22 +253,37 @@ HWY_INLINE void RowFromValues(DF df, const int8_t* HWY_RESTRICT q, size_t m, flo
   const hn::Rebind<int8_t, DF> d8;
   const size_t NF = hn::Lanes(df);
   const auto vs = hn::Set(df, s);
+  // The constants in locals: a uint8 store may alias anything, so constants
+  // read through `c` were loaded again after every store (0.35x the uint16
+  // kernels' rate for the same arithmetic).
+  const auto inv_sa = c.q.inv_scale(), limit = c.q.limit(), neg_limit = c.q.neg_limit(), magic = c.q.magic();
+  const auto bias = c.q.bias(), act_qmax = c.act_qmax(), sa = c.a.scale(), zp = c.a.zero_point();
+  const auto smax = c.legacy.max_scale(), inv_smax = c.legacy.inv_max_scale(), wq = c.legacy.qmax(),
+             neg_wq = c.legacy.neg_qmax();
   size_t j = 0;
   for (; j + NF <= m; j += NF) {
     auto x = hn::Mul(vs, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + j))));
     if constexpr (F == KernelFamily::kWeightOnly) {
       StoreFloat<K>(df, x, o + j);
     } else {
-      if constexpr (F == KernelFamily::kLegacy) x = LegacyRequantized(df, x, c.legacy);
-      const auto v = QuantizeAct(df, x, c);
+      if constexpr (F == KernelFamily::kLegacy) {
+        // LegacyRequantized: the per-tensor intermediate at s_max, clamped in
+        // float with clamp_to_int's order (NaN -> -qmax).
+        const auto r = RoundHalfEven(df, hn::Mul(x, inv_smax));
+        x = hn::Mul(smax, hn::Min(MaxOrLowerIfNaN<DF>(r, neg_wq), wq));
+      }
+      // Q16Unclamped, then clamped in int32 (Highway's int32 -> uint8
+      // demotion truncates on x86, AVX-512's vpmovdb, instead of saturating).
+      const auto t = hn::Min(MaxOrLowerIfNaN<DF>(hn::Mul(x, inv_sa), neg_limit), limit);
+      const auto unclamped = hn::Add(hn::BitCast(di, hn::Add(t, magic)), bias);
+      const auto level = hn::Min(hn::Max(unclamped, hn::Zero(di)), act_qmax);
       if constexpr (K == KernelForm::kU8 || K == KernelForm::kU16) {
-        // v is an integer in [0, 2^A - 1]: the conversion and narrowing are exact.
         const hn::Rebind<OutT<A, K>, DF> dn;
-        hn::StoreU(hn::DemoteTo(dn, hn::ConvertTo(di, v)), dn, o + j);
+        hn::StoreU(hn::DemoteTo(dn, level), dn, o + j);  // exact: level is in [0, 2^A - 1]
       } else {
-        // y = s_a * (float)(q - zp): v and zp are integers below 2^16, so the
+        // y = s_a * (float)(q - zp): q and zp are integers below 2^16, so the
         // float subtraction is exact, as the scalar int one is.
-        StoreFloat<K>(df, DequantizeQ16(v, c.a), o + j);
+        StoreFloat<K>(df, hn::Mul(sa, hn::Sub(hn::ConvertTo(df, level), zp)), o + j);
       }
     }
   }
@@ -329,8 +351,7 @@ void Gather(const RequantGatherParams& p, const int64_t* ids, size_t n, OutT<A, 
       const float s = ScaleAt(p, r);
       for (size_t j0 = 0; j0 < dim; j0 += kChunk) {
         const size_t m = std::min(kChunk, dim - j0);
-        Unpack<W>(row, j0, m, q);
-        RowFromValues<F, A, K>(df, q, m, s, c, o + j0);
+        RowFromValues<F, A, K>(df, Values<W>(row, j0, m, q), m, s, c, o + j0);
       }
     }
   }
@@ -379,8 +400,7 @@ void Bag(const RequantGatherParams& p, const Id* ids, const BagParams& bag, floa
             RowFromTable<W, kY>(df, row + j0, m, c, y);
           }
         } else {
-          Unpack<W>(row, j0, m, q);
-          RowFromValues<F, A, kY>(df, q, m, s, c, y);
+          RowFromValues<F, A, kY>(df, Values<W>(row, j0, m, q), m, s, c, y);
         }
         float* acc = o + j0;
         size_t j = 0;
