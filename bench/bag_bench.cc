@@ -23,9 +23,12 @@
 // PCQ (the fused kernels), in the plain layout (scales in their own array) and
 // the row-interleaved one (s4_rows, s8_rows: each row's scale next to it; the
 // memcpy roofline then copies the scale with the row), and, hot only, the
-// materialized uint16 table; one table lives at a time.
+// materialized uint16 table; one table lives at a time. Every pooled kernel
+// of the kernel list is registered from the list (2-bit rows, uint8 and
+// float32 tables, the uint8-activation and weight-only families too).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -47,33 +50,36 @@ using qemb::GatherKernel;
 using qemb::KernelSet;
 using qemb::RequantGatherParams;
 
-// kS4Rows / kS8Rows: the row-interleaved layout, each row's float32 scale and
-// then its weights, every multiple of 4 bytes (RequantGatherParams::row_stride).
-enum class Kind { kU16, kS4, kS8, kS4Rows, kS8Rows };
+// The stored table a bag kernel reads, from its row of the kernel list: a
+// materialized table of `bits`-bit values (uint16 / uint8 activations, or
+// float32), or per-row weights of `bits` bits, plain or row-interleaved
+// (each row's float32 scale and then its weights, every multiple of 4
+// bytes: RequantGatherParams::row_stride).
+struct Kind {
+  bool rows = true;
+  int bits = 4;
+  bool interleaved = false;
+  bool operator==(const Kind& o) const { return rows == o.rows && bits == o.bits && interleaved == o.interleaved; }
+};
 
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::kU16: return "u16";
-    case Kind::kS4: return "s4";
-    case Kind::kS8: return "s8";
-    case Kind::kS4Rows: return "s4_rows";
-    case Kind::kS8Rows: return "s8_rows";
-  }
-  return "?";
+// "u16", "u8", "f32", "s4", "s8", "s2", "s4_rows", ...
+std::string kind_name(Kind k) {
+  if (!k.rows) return k.bits == 32 ? "f32" : "u" + std::to_string(k.bits);
+  return "s" + std::to_string(k.bits) + (k.interleaved ? "_rows" : "");
 }
 
-bool interleaved(Kind k) { return k == Kind::kS4Rows || k == Kind::kS8Rows; }
+bool interleaved(Kind k) { return k.interleaved; }
 
 // The bytes a row occupies: with its scale in the interleaved layouts.
 size_t row_bytes(Kind k, size_t dim) {
-  switch (k) {
-    case Kind::kU16: return 2 * dim;
-    case Kind::kS8: return dim;
-    case Kind::kS4: return (dim + 1) / 2;
-    case Kind::kS4Rows: return (4 + (dim + 1) / 2 + 3) / 4 * 4;
-    case Kind::kS8Rows: return (4 + dim + 3) / 4 * 4;
-  }
-  return 0;
+  const size_t values = (dim * static_cast<size_t>(k.bits) + 7) / 8;
+  return k.interleaved ? (4 + values + 3) / 4 * 4 : values;
+}
+
+Kind kind_of(GatherKernel k, bool interleaved_rows) {
+  const qemb::KernelRow& row = qemb::kernel_row(k);
+  if (row.family == qemb::KernelFamily::kMaterialized) return {false, row.weight_bits, false};
+  return {true, row.weight_bits, interleaved_rows};
 }
 
 struct BagScenario {
@@ -85,7 +91,7 @@ struct BagScenario {
 struct BagTable {
   std::string key;
   size_t rows = 0, dim = 0;
-  Kind kind = Kind::kS4;
+  Kind kind;
   struct Free {
     Free() : mapped(nullptr), length(0) {}  // std::free (constructors, not member initializers: those leave
                                            // Free not default-constructible inside BagTable)
@@ -146,6 +152,10 @@ const BagTable& table_for(const BagScenario& s, Kind kind) {
   t.scales.resize(s.rows);
   std::uniform_real_distribution<float> scale(1e-4f, 1e-2f);
   for (float& x : t.scales) x = scale(rng);
+  if (!kind.rows && kind.bits == 32) {  // finite floats, like a weight-only table's
+    float* f = reinterpret_cast<float*>(t.bytes.get());
+    for (size_t i = 0; i < total / 4; ++i) f[i] = static_cast<float>(static_cast<int32_t>(i % 255) - 127) * 1e-3f;
+  }
   if (interleaved(kind)) {
     const size_t rb = row_bytes(kind, s.dim);
     for (size_t r = 0; r < s.rows; ++r) std::memcpy(t.bytes.get() + r * rb, &t.scales[r], 4);
@@ -169,7 +179,7 @@ void set_rate(benchmark::State& state, const BagScenario& s) {
                                                benchmark::Counter::kIsRate);
 }
 
-RequantGatherParams bag_params(const BagTable& t, const BagScenario& s, Kind kind) {
+RequantGatherParams bag_params(const BagTable& t, const BagScenario& s, Kind kind, int act_bits) {
   RequantGatherParams p;
   p.weights = t.bytes.get();
   p.row_scales = t.scales.data();
@@ -180,7 +190,7 @@ RequantGatherParams bag_params(const BagTable& t, const BagScenario& s, Kind kin
   }
   p.dim = s.dim;
   p.rows = s.rows;
-  p.act = qemb::ActivationEncoding{1.5e-4f, 32768};
+  p.act = act_bits == 8 ? qemb::ActivationEncoding{3.9e-2f, 128, 8} : qemb::ActivationEncoding{1.5e-4f, 32768};
   p.max_scale = 1e-2f;
   return p;
 }
@@ -194,11 +204,7 @@ BagParams::RowReads row_reads() {
   return BagParams::RowReads::kAuto;
 }
 
-qemb::BagI64Fn bag_fn(const KernelSet& set, GatherKernel k) {
-  return k == GatherKernel::bag_u16_i64           ? set.bag_u16_i64
-         : k == GatherKernel::requant_bag_s4_i64 ? set.requant_bag_s4_i64
-                                                  : set.requant_bag_s8_i64;
-}
+qemb::BagI64Fn bag_fn(const KernelSet& set, GatherKernel k) { return qemb::kernel_fn<qemb::BagI64Fn>(set, k); }
 
 // The roofline: copy each id's stored row bytes to a scratch row, discarded.
 // With `scales`, also read each row's scale, which PCQ tables keep in a
@@ -262,7 +268,7 @@ void bm_memcpy_out(benchmark::State& state, BagScenario s, Kind kind) {
 
 void bm_bag(benchmark::State& state, BagScenario s, Kind kind, KernelSet set, GatherKernel k) {
   const BagTable& t = table_for(s, kind);
-  const RequantGatherParams p = bag_params(t, s, kind);
+  const RequantGatherParams p = bag_params(t, s, kind, qemb::kernel_row(k).act_bits);
   std::vector<float> out(s.batch * s.dim);
   const size_t per_batch = s.batch * s.pooling;
   const qemb::BagI64Fn fn = bag_fn(set, k);
@@ -292,7 +298,7 @@ void bm_bag(benchmark::State& state, BagScenario s, Kind kind, KernelSet set, Ga
 void bm_bag_paired(benchmark::State& state, BagScenario s, Kind kind, KernelSet set, GatherKernel k) {
   using clock = std::chrono::steady_clock;
   const BagTable& t = table_for(s, kind);
-  const RequantGatherParams p = bag_params(t, s, kind);
+  const RequantGatherParams p = bag_params(t, s, kind, qemb::kernel_row(k).act_bits);
   const size_t rb = row_bytes(kind, s.dim);
   std::vector<uint8_t> scratch(rb * 16);
   std::vector<float> out(s.batch * s.dim);
@@ -342,32 +348,44 @@ bool register_bag_benchmarks() {
     size_t rows;
     bool cold;
   } tables[] = {{"hot_v1M", size_t{1} << 20, false}, {"cold_v8M", size_t{8} << 20, true}, {"l2_v4K", 4096, false}};
+  // The tables the list's pooled kernels read, in list order, then the
+  // row-interleaved layout of each per-row one.
+  std::vector<Kind> kinds;
+  for (const qemb::KernelRow& row : qemb::kKernelRows) {
+    if (row.form != qemb::KernelForm::kBagI64) continue;
+    const Kind kind = kind_of(row.kernel, false);
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+  }
+  for (size_t i = 0, n = kinds.size(); i < n; ++i)
+    if (kinds[i].rows) kinds.push_back({true, kinds[i].bits, true});
   for (const auto& table : tables) {
     const bool cold = table.cold;
     for (size_t dim : {64, 128, 256}) {
       for (size_t pooling : {1, 20, 100}) {
         BagScenario s{std::string("bag/") + table.name + "/d" + std::to_string(dim) + "/L" + std::to_string(pooling),
                       table.rows, dim, pooling, 2048, !cold};
-        for (Kind kind : {Kind::kS4, Kind::kS8, Kind::kU16, Kind::kS4Rows, Kind::kS8Rows}) {
-          if (cold && kind == Kind::kU16) continue;  // 8M x 256 uint16 is 4 GiB
+        for (const Kind& kind : kinds) {
+          if (cold && !kind.rows) continue;  // 8M x 256 uint16 is 4 GiB (float32: 8 GiB)
           const std::string prefix = s.name + "/" + kind_name(kind) + "/";
           benchmark::RegisterBenchmark((prefix + "memcpy_rows").c_str(), bm_memcpy, s, kind, false)
               ->Threads(1)->Threads(2)->UseRealTime();
           benchmark::RegisterBenchmark((prefix + "memcpy_rows_out").c_str(), bm_memcpy_out, s, kind)
               ->Threads(1)->Threads(2)->UseRealTime();
-          if (kind == Kind::kS4 || kind == Kind::kS8) {
+          if (kind.rows && !kind.interleaved) {
             benchmark::RegisterBenchmark((prefix + "memcpy_rows_scales").c_str(), bm_memcpy, s, kind, true)
                 ->Threads(1)->Threads(2)->UseRealTime();
           }
-          const GatherKernel k = kind == Kind::kU16                              ? GatherKernel::bag_u16_i64
-                                 : kind == Kind::kS4 || kind == Kind::kS4Rows ? GatherKernel::requant_bag_s4_i64
-                                                                              : GatherKernel::requant_bag_s8_i64;
-          for (const KernelSet& set : sets) {
-            benchmark::RegisterBenchmark((prefix + qemb::kernel_name(set, k)).c_str(), bm_bag, s, kind, set, k)
-                ->Threads(1)->Threads(2)->UseRealTime();
-            benchmark::RegisterBenchmark((prefix + qemb::kernel_name(set, k) + "/vs_memcpy_rows").c_str(),
-                                         bm_bag_paired, s, kind, set, k)
-                ->Threads(1)->Threads(2)->UseManualTime();
+          // Every pooled kernel of the list over this table (the int64-id form).
+          for (const qemb::KernelRow& row : qemb::kKernelRows) {
+            if (row.form != qemb::KernelForm::kBagI64 || !(kind_of(row.kernel, kind.interleaved) == kind)) continue;
+            const GatherKernel k = row.kernel;
+            for (const KernelSet& set : sets) {
+              benchmark::RegisterBenchmark((prefix + qemb::kernel_name(set, k)).c_str(), bm_bag, s, kind, set, k)
+                  ->Threads(1)->Threads(2)->UseRealTime();
+              benchmark::RegisterBenchmark((prefix + qemb::kernel_name(set, k) + "/vs_memcpy_rows").c_str(),
+                                           bm_bag_paired, s, kind, set, k)
+                  ->Threads(1)->Threads(2)->UseManualTime();
+            }
           }
         }
       }
