@@ -242,13 +242,46 @@ HWY_INLINE void StoreFloat(DF df, hn::Vec<DF> y, T* HWY_RESTRICT o) {
   }
 }
 
+// Where a row's float y goes: stored (a gather's output, form K), or, for
+// the pooled kernels, added into the bag's row `o` in float32 (times the
+// id's weight first when weighted: two roundings, never fused), the
+// contract's accumulation step.
+struct Accumulate {
+  bool weighted = false;
+  float w = 1.0f;
+};
+struct Store {};
+
+template <KernelForm K, class DF, typename T, class Sink>
+HWY_INLINE void EmitFloat(DF df, hn::Vec<DF> y, T* HWY_RESTRICT o, const Sink& sink) {
+  if constexpr (std::is_same_v<Sink, Accumulate>) {
+    if (sink.weighted) y = hn::Mul(hn::Set(df, sink.w), y);
+    hn::StoreU(hn::Add(hn::LoadU(df, o), y), df, o);
+  } else {
+    StoreFloat<K>(df, y, o);
+  }
+}
+template <KernelForm K, typename T, class Sink>
+HWY_INLINE void EmitScalar(float y, T* HWY_RESTRICT o, const Sink& sink) {
+  if constexpr (std::is_same_v<Sink, Accumulate>) {
+    if (sink.weighted) {
+      const float product = sink.w * y;
+      *o = *o + product;
+    } else {
+      *o = *o + y;
+    }
+  } else {
+    *o = ScalarFloatOut<K>(y);
+  }
+}
+
 // One row's columns from its int8 values q (m of them, from column j0 of
 // the output row o), for the per-row families: x = s_r * q (the dequantized
 // weight), through the legacy intermediate for that pattern; weight-only
 // stores x; the others q_A(x), as the activation or dequantized again.
-template <KernelFamily F, int A, KernelForm K, class DF>
+template <KernelFamily F, int A, KernelForm K, class DF, class Sink = Store>
 HWY_INLINE void RowFromValues(DF df, const int8_t* HWY_RESTRICT q, size_t m, float s, const Consts<DF>& c,
-                              OutT<A, K>* HWY_RESTRICT o) {
+                              OutT<A, K>* HWY_RESTRICT o, const Sink& sink = Sink()) {
   const hn::RebindToSigned<DF> di;
   const hn::Rebind<int8_t, DF> d8;
   const size_t NF = hn::Lanes(df);
@@ -264,7 +297,7 @@ HWY_INLINE void RowFromValues(DF df, const int8_t* HWY_RESTRICT q, size_t m, flo
   for (; j + NF <= m; j += NF) {
     auto x = hn::Mul(vs, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + j))));
     if constexpr (F == KernelFamily::kWeightOnly) {
-      StoreFloat<K>(df, x, o + j);
+      EmitFloat<K>(df, x, o + j, sink);
     } else {
       if constexpr (F == KernelFamily::kLegacy) {
         // LegacyRequantized: the per-tensor intermediate at s_max, clamped in
@@ -283,13 +316,15 @@ HWY_INLINE void RowFromValues(DF df, const int8_t* HWY_RESTRICT q, size_t m, flo
       } else {
         // y = s_a * (float)(q - zp): q and zp are integers below 2^16, so the
         // float subtraction is exact, as the scalar int one is.
-        StoreFloat<K>(df, hn::Mul(sa, hn::Sub(hn::ConvertTo(df, level), zp)), o + j);
+        EmitFloat<K>(df, hn::Mul(sa, hn::Sub(hn::ConvertTo(df, level), zp)), o + j, sink);
       }
     }
   }
   for (; j < m; ++j) {
     if constexpr (F == KernelFamily::kWeightOnly) {
-      o[j] = ScalarFloatOut<K>(dequantize_weight(s, q[j]));
+      EmitScalar<K>(dequantize_weight(s, q[j]), o + j, sink);
+    } else if constexpr (std::is_same_v<Sink, Accumulate>) {
+      EmitScalar<K>(dequantize_activation(ScalarAct<F>(s, q[j], c.act, c.max_scale, c.weight_qmax), c.act), o + j, sink);
     } else {
       o[j] = ScalarOut<A, K>(ScalarAct<F>(s, q[j], c.act, c.max_scale, c.weight_qmax), c.act);
     }
@@ -297,11 +332,12 @@ HWY_INLINE void RowFromValues(DF df, const int8_t* HWY_RESTRICT q, size_t m, flo
 }
 
 // A materialized table's row (uint8 activations, or floats) in form K.
-template <int W, KernelForm K, class DF>
+template <int W, KernelForm K, class DF, class Sink = Store>
 HWY_INLINE void RowFromTable(DF df, const uint8_t* HWY_RESTRICT row, size_t dim, const Consts<DF>& c,
-                             OutT<(W == 32 ? 0 : 8), K>* HWY_RESTRICT o) {
+                             OutT<(W == 32 ? 0 : 8), K>* HWY_RESTRICT o, const Sink& sink = Sink()) {
   const size_t NF = hn::Lanes(df);
-  if constexpr ((W == 8 && K == KernelForm::kU8) || (W == 32 && K == KernelForm::kF32)) {
+  if constexpr (((W == 8 && K == KernelForm::kU8) || (W == 32 && K == KernelForm::kF32)) &&
+                std::is_same_v<Sink, Store>) {
     std::memcpy(o, row, RowBytes<W>(dim));
   } else if constexpr (W == 8) {
     const hn::RebindToSigned<DF> di;
@@ -311,18 +347,21 @@ HWY_INLINE void RowFromTable(DF df, const uint8_t* HWY_RESTRICT row, size_t dim,
     for (; j + NF <= dim; j += NF) {
       // (float)(q - zp) with the subtraction in int32, exactly as the scalar.
       const auto q = hn::Sub(hn::PromoteTo(di, hn::LoadU(du8, row + j)), zp);
-      StoreFloat<K>(df, hn::Mul(c.a.scale(), hn::ConvertTo(df, q)), o + j);
+      EmitFloat<K>(df, hn::Mul(c.a.scale(), hn::ConvertTo(df, q)), o + j, sink);
     }
-    for (; j < dim; ++j) o[j] = ScalarOut<8, K>(row[j], c.act);
+    for (; j < dim; ++j) {
+      if constexpr (std::is_same_v<Sink, Accumulate>) EmitScalar<K>(dequantize_activation(row[j], c.act), o + j, sink);
+      else o[j] = ScalarOut<8, K>(row[j], c.act);
+    }
   } else {
     static_assert(W == 32);
     const float* f = reinterpret_cast<const float*>(row);
     size_t j = 0;
-    for (; j + NF <= dim; j += NF) StoreFloat<K>(df, hn::LoadU(df, f + j), o + j);
+    for (; j + NF <= dim; j += NF) EmitFloat<K>(df, hn::LoadU(df, f + j), o + j, sink);
     for (; j < dim; ++j) {
       float y;
       std::memcpy(&y, row + 4 * j, 4);
-      o[j] = ScalarFloatOut<K>(y);
+      EmitScalar<K>(y, o + j, sink);
     }
   }
 }
@@ -360,9 +399,9 @@ void Gather(const RequantGatherParams& p, const int64_t* ids, size_t n, OutT<A, 
 // Pooled lookups (docs/numeric-contract.md): each bag's output row is the
 // accumulator, zeroed, then each counted id's y added column by column in
 // index order (the weighted product rounded before the add: two
-// operations, never fused), then divided by the count for mean. The y of a
-// chunk of columns is made in a float buffer first, with the gather's own
-// arithmetic (so the same bits), and added from there.
+// operations, never fused), then divided by the count for mean. Each y is
+// made with the gather's own arithmetic (so the same bits) and added
+// straight into the bag's row.
 template <KernelFamily F, int W, int A, typename Id>
 void Bag(const RequantGatherParams& p, const Id* ids, const BagParams& bag, float* out) {
   using DF = hn::ScalableTag<float>;
@@ -374,7 +413,6 @@ void Bag(const RequantGatherParams& p, const Id* ids, const BagParams& bag, floa
   const bool weighted = bag.weights != nullptr;
   const size_t ahead_end = std::max(bag.lookahead_end, static_cast<size_t>(bag.bags ? bag.offsets[bag.bags] : 0));
   alignas(64) int8_t q[kChunk];
-  alignas(64) float y[kChunk];
   constexpr KernelForm kY = KernelForm::kF32;
   for (size_t b = 0; b < bag.bags; ++b) {
     float* o = out + b * bag.out_stride;
@@ -388,34 +426,15 @@ void Bag(const RequantGatherParams& p, const Id* ids, const BagParams& bag, floa
       ++count;
       const size_t r = static_cast<size_t>(id);
       const uint8_t* row = RowAt(p, r, row_bytes);
-      const float w = weighted ? bag.weights[i] : 1.0f;
-      const auto vw = hn::Set(df, w);
+      const Accumulate sink{weighted, weighted ? bag.weights[i] : 1.0f};
       const float s = F == KernelFamily::kMaterialized ? 0.0f : ScaleAt(p, r);
       for (size_t j0 = 0; j0 < dim; j0 += kChunk) {
         const size_t m = std::min(kChunk, dim - j0);
-        if constexpr (F == KernelFamily::kMaterialized) {
-          if constexpr (W == 32) {
-            std::memcpy(y, row + 4 * j0, 4 * m);
-          } else {
-            RowFromTable<W, kY>(df, row + j0, m, c, y);
-          }
-        } else {
-          RowFromValues<F, A, kY>(df, Values<W>(row, j0, m, q), m, s, c, y);
-        }
         float* acc = o + j0;
-        size_t j = 0;
-        for (; j + NF <= m; j += NF) {
-          auto v = hn::LoadU(df, y + j);
-          if (weighted) v = hn::Mul(vw, v);
-          hn::StoreU(hn::Add(hn::LoadU(df, acc + j), v), df, acc + j);
-        }
-        for (; j < m; ++j) {
-          if (weighted) {
-            const float product = w * y[j];
-            acc[j] = acc[j] + product;
-          } else {
-            acc[j] = acc[j] + y[j];
-          }
+        if constexpr (F == KernelFamily::kMaterialized) {
+          RowFromTable<W, kY>(df, row + (W == 32 ? 4 : 1) * j0, m, c, acc, sink);
+        } else {
+          RowFromValues<F, A, kY>(df, Values<W>(row, j0, m, q), m, s, c, acc, sink);
         }
       }
     }
