@@ -16,7 +16,6 @@ namespace qemb {
 namespace {
 
 using testing::BagTester;
-using testing::GatherFamily;
 using testing::float_bits;
 
 class BagKernelsTest : public ::testing::TestWithParam<std::string> {
@@ -39,7 +38,7 @@ const size_t kDims[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65,
 // Empty bags, bags of 1, and bags longer than the prefetch distance, in one batch.
 const std::vector<int64_t> kLengths = {0, 1, 3, 0, 19, 1, 2};
 
-void run_all_dims(const KernelSet& set, GatherFamily family, int bits) {
+void run_all_dims(const KernelSet& set, KernelFamily family, int bits) {
   for (size_t dim : kDims) {
     for (size_t rows : {1, 3, 37}) {
       SCOPED_TRACE(std::string(set.isa) + " dim=" + std::to_string(dim));
@@ -55,18 +54,18 @@ void run_all_dims(const KernelSet& set, GatherFamily family, int bits) {
   }
 }
 
-TEST_P(BagKernelsTest, Materialized) { run_all_dims(set(), GatherFamily::kMaterialized, 4); }
-TEST_P(BagKernelsTest, OptimizedS4) { run_all_dims(set(), GatherFamily::kOptimized, 4); }
-TEST_P(BagKernelsTest, OptimizedS8) { run_all_dims(set(), GatherFamily::kOptimized, 8); }
-TEST_P(BagKernelsTest, LegacyS4) { run_all_dims(set(), GatherFamily::kLegacy, 4); }
-TEST_P(BagKernelsTest, LegacyS8) { run_all_dims(set(), GatherFamily::kLegacy, 8); }
+TEST_P(BagKernelsTest, Materialized) { run_all_dims(set(), KernelFamily::kMaterialized, 4); }
+TEST_P(BagKernelsTest, OptimizedS4) { run_all_dims(set(), KernelFamily::kOptimized, 4); }
+TEST_P(BagKernelsTest, OptimizedS8) { run_all_dims(set(), KernelFamily::kOptimized, 8); }
+TEST_P(BagKernelsTest, LegacyS4) { run_all_dims(set(), KernelFamily::kLegacy, 4); }
+TEST_P(BagKernelsTest, LegacyS8) { run_all_dims(set(), KernelFamily::kLegacy, 8); }
 
 // The row-interleaved layout: each row's scale, then its weights, at the
 // tightest stride and at a wider one, for every dim, scheme and pattern.
 TEST_P(BagKernelsTest, RowInterleavedLayout) {
   for (size_t dim : kDims) {
     for (int bits : {4, 8}) {
-      for (GatherFamily f : {GatherFamily::kOptimized, GatherFamily::kLegacy}) {
+      for (KernelFamily f : {KernelFamily::kOptimized, KernelFamily::kLegacy}) {
         for (size_t extra : {0, 60}) {
           const size_t stride = extra == 0 ? 0 : (4 + (bits == 4 ? (dim + 1) / 2 : dim) + extra + 3) / 4 * 4;
           SCOPED_TRACE(std::string(set().isa) + " dim=" + std::to_string(dim) + " stride=" + std::to_string(stride));
@@ -84,7 +83,7 @@ TEST_P(BagKernelsTest, RowInterleavedLayout) {
 TEST_P(BagKernelsTest, BagsOf1000) {
   for (size_t dim : {17, 64, 128, 129}) {
     for (int bits : {4, 8}) {
-      for (GatherFamily f : {GatherFamily::kMaterialized, GatherFamily::kOptimized, GatherFamily::kLegacy}) {
+      for (KernelFamily f : {KernelFamily::kMaterialized, KernelFamily::kOptimized, KernelFamily::kLegacy}) {
         BagTester().rows(101).dim(dim).lengths({1000, 0, 1000}).scheme(bits).seed(dim).Test(set(), f);
         BagTester().rows(101).dim(dim).lengths({1000, 1}).scheme(bits).seed(dim).weighted(true).Test(set(), f);
         BagTester().rows(101).dim(dim).lengths({1000}).scheme(bits).seed(dim).mean(true).padding_idx(5).Test(set(), f);
@@ -103,7 +102,7 @@ TEST_P(BagKernelsTest, ExtremeRowScales) {
                                      0x1.8p-110f, 1e-30f, 3e4f, 0.37f};
   for (size_t dim : {64, 65, 128, 191, 192, 256, 257}) {
     SCOPED_TRACE(std::string(set().isa) + " dim=" + std::to_string(dim));
-    for (GatherFamily f : {GatherFamily::kOptimized, GatherFamily::kLegacy}) {
+    for (KernelFamily f : {KernelFamily::kOptimized, KernelFamily::kLegacy}) {
       BagTester().rows(9).dim(dim).lengths({20, 1, 0, 7}).scheme(8).seed(dim).row_scales(scales).Test(set(), f);
       BagTester().rows(9).dim(dim).lengths({20, 1, 7}).scheme(8).seed(dim).row_scales(scales).weighted(true)
           .Test(set(), f);
@@ -130,11 +129,11 @@ TEST_P(BagKernelsTest, BothFormsOfTheActivationProduct) {
         SCOPED_TRACE(std::string(set().isa) + " dim=" + std::to_string(d) + " s_a=" + std::to_string(scale));
         const ActivationEncoding act{scale, 30000};
         BagTester().rows(29).dim(d).lengths(kLengths).scheme(8).seed(d).activation(act).Test(set(),
-                                                                                            GatherFamily::kOptimized);
+                                                                                            KernelFamily::kOptimized);
         BagTester().rows(29).dim(d).lengths(kLengths).scheme(8).seed(d).activation(act).weighted(true)
-            .interleaved(true).Test(set(), GatherFamily::kOptimized);
+            .interleaved(true).Test(set(), KernelFamily::kOptimized);
         BagTester().rows(29).dim(d).lengths(kLengths).scheme(8).seed(d).activation(act).mean(true).padding_idx(2)
-            .Test(set(), GatherFamily::kOptimized);
+            .Test(set(), KernelFamily::kOptimized);
         if (HasFailure()) return;
       }
     }
@@ -151,7 +150,7 @@ TEST_P(BagKernelsTest, StagedBlocks) {
   for (size_t dim : {16, 64, 128, 129, 255, 256, 271, 287}) {
     SCOPED_TRACE(std::string(set().isa) + " dim=" + std::to_string(dim));
     for (int bits : {4, 8}) {
-      for (GatherFamily f : {GatherFamily::kOptimized, GatherFamily::kLegacy}) {
+      for (KernelFamily f : {KernelFamily::kOptimized, KernelFamily::kLegacy}) {
         BagTester().rows(23).dim(dim).lengths({65, 1, 0, 200, 63, 71}).ids(ids).padding_idx(4).scheme(bits)
             .Test(set(), f);
         BagTester().rows(23).dim(dim).lengths({65, 1, 0, 200, 63, 71}).ids(ids).padding_idx(4).scheme(bits)
@@ -168,7 +167,7 @@ TEST_P(BagKernelsTest, StagedBlocks) {
 // value to a growing sum (rounding differs at every step).
 TEST_P(BagKernelsTest, RepeatedIds) {
   for (int bits : {4, 8}) {
-    for (GatherFamily f : {GatherFamily::kMaterialized, GatherFamily::kOptimized, GatherFamily::kLegacy}) {
+    for (KernelFamily f : {KernelFamily::kMaterialized, KernelFamily::kOptimized, KernelFamily::kLegacy}) {
       BagTester().rows(9).dim(33).lengths({300, 2}).ids(std::vector<int64_t>(302, 4)).scheme(bits).Test(set(), f);
       BagTester().rows(9).dim(33).lengths({300, 2}).ids(std::vector<int64_t>(302, 4)).scheme(bits)
           .mean(true).Test(set(), f);
@@ -181,7 +180,7 @@ TEST_P(BagKernelsTest, RepeatedIds) {
 TEST_P(BagKernelsTest, OnlyPaddingGivesZeros) {
   for (bool mean : {false, true}) {
     BagTester().rows(9).dim(65).lengths({4, 0}).ids({3, 3, 3, 3}).padding_idx(3).mean(mean)
-        .Test(set(), GatherFamily::kOptimized);
+        .Test(set(), KernelFamily::kOptimized);
   }
   const KernelSet& s = set();
   const std::vector<uint16_t> table(4 * 9, 1234);
@@ -268,7 +267,7 @@ TEST(BagTesterTest, CatchesAWrongKernel) {
   broken.isa = "BROKEN";
   broken.requant_bag_s8_i64 = &drops_last_id;
   EXPECT_NONFATAL_FAILURE(
-      BagTester().rows(5).dim(9).lengths({3}).scheme(8).Test(broken, GatherFamily::kOptimized),
+      BagTester().rows(5).dim(9).lengths({3}).scheme(8).Test(broken, KernelFamily::kOptimized),
       "requant_bag_s8_i64[BROKEN] rows=5 dim=9 bags=1 bits=8 sum padding_idx=-1 seed=1: output [0]");
 }
 

@@ -1,7 +1,7 @@
 // A fluent tester for the pooled (EmbeddingBag) kernels:
 //
 //   BagTester().rows(37).dim(17).lengths({0, 1, 1000}).scheme(4).weighted(true)
-//       .Test(kernel_set, GatherFamily::kOptimized);
+//       .Test(kernel_set, KernelFamily::kOptimized);
 //
 // builds a random table (the gather tester's, so scales and encodings stress
 // rounding and clamping), random ids with repeats and padding ids, optional
@@ -48,7 +48,7 @@ class BagTester {
   // of 4), the reference on the plain one.
   BagTester& interleaved(bool on, size_t stride = 0) { interleaved_ = on; stride_ = stride; return *this; }
 
-  void Test(const KernelSet& set, GatherFamily family) const {
+  void Test(const KernelSet& set, KernelFamily family) const {
     ASSERT_GT(rows_, 0u);
     std::mt19937_64 rng(seed_ * 0x9E3779B97F4A7C15ull + rows_ * 131 + dim_ * 7 + lengths_.size());
     std::vector<int64_t> offsets{0};
@@ -85,7 +85,7 @@ class BagTester {
     if (has_act_) t.act = act_;
     std::vector<uint16_t> u16_table;
     RequantGatherParams p = t.params();
-    if (family == GatherFamily::kMaterialized) {
+    if (family == KernelFamily::kMaterialized) {
       u16_table.resize(rows_ * dim_);
       for (auto& v : u16_table) v = static_cast<uint16_t>(rng());
       for (size_t j = 0; j < std::min<size_t>(dim_, 4); ++j) {  // the range ends
@@ -97,7 +97,7 @@ class BagTester {
 
     RequantGatherParams pk = p;  // what the kernel under test reads
     std::vector<uint8_t> rows_buffer;
-    if (interleaved_ && family != GatherFamily::kMaterialized) pk = t.interleaved_params(stride_, rows_buffer);
+    if (interleaved_ && family != KernelFamily::kMaterialized) pk = t.interleaved_params(stride_, rows_buffer);
 
     BagParams bag;
     bag.offsets = offsets.data();
@@ -135,17 +135,10 @@ class BagTester {
     }
   }
 
-  GatherKernel kernel(GatherFamily f, bool i32) const {
-    switch (f) {
-      case GatherFamily::kMaterialized: return i32 ? GatherKernel::bag_u16_i32 : GatherKernel::bag_u16_i64;
-      case GatherFamily::kOptimized:
-        if (bits_ == 4) return i32 ? GatherKernel::requant_bag_s4_i32 : GatherKernel::requant_bag_s4_i64;
-        return i32 ? GatherKernel::requant_bag_s8_i32 : GatherKernel::requant_bag_s8_i64;
-      case GatherFamily::kLegacy:
-        if (bits_ == 4) return i32 ? GatherKernel::legacy_bag_s4_i32 : GatherKernel::legacy_bag_s4_i64;
-        return i32 ? GatherKernel::legacy_bag_s8_i32 : GatherKernel::legacy_bag_s8_i64;
-    }
-    return GatherKernel::bag_u16_i64;
+  // The family's pooled kernel of this width, found by its key in the list.
+  GatherKernel kernel(KernelFamily f, bool i32) const {
+    const int bits = f == KernelFamily::kMaterialized ? 16 : bits_;
+    return *find_kernel(f, bits, 16, i32 ? KernelForm::kBagI32 : KernelForm::kBagI64);
   }
 
  private:
@@ -157,24 +150,8 @@ class BagTester {
   size_t stride_ = 0;
   static constexpr uint32_t kPoison = 0x7FC0BEEFu;
 
-  BagI64Fn i64_fn(const KernelSet& s, GatherFamily f) const {
-    switch (kernel(f, false)) {
-      case GatherKernel::bag_u16_i64: return s.bag_u16_i64;
-      case GatherKernel::requant_bag_s4_i64: return s.requant_bag_s4_i64;
-      case GatherKernel::requant_bag_s8_i64: return s.requant_bag_s8_i64;
-      case GatherKernel::legacy_bag_s4_i64: return s.legacy_bag_s4_i64;
-      default: return s.legacy_bag_s8_i64;
-    }
-  }
-  BagI32Fn i32_fn(const KernelSet& s, GatherFamily f) const {
-    switch (kernel(f, true)) {
-      case GatherKernel::bag_u16_i32: return s.bag_u16_i32;
-      case GatherKernel::requant_bag_s4_i32: return s.requant_bag_s4_i32;
-      case GatherKernel::requant_bag_s8_i32: return s.requant_bag_s8_i32;
-      case GatherKernel::legacy_bag_s4_i32: return s.legacy_bag_s4_i32;
-      default: return s.legacy_bag_s8_i32;
-    }
-  }
+  BagI64Fn i64_fn(const KernelSet& s, KernelFamily f) const { return kernel_fn<BagI64Fn>(s, kernel(f, false)); }
+  BagI32Fn i32_fn(const KernelSet& s, KernelFamily f) const { return kernel_fn<BagI32Fn>(s, kernel(f, true)); }
 
   static void FillPoison(std::vector<float>& v) {
     for (float& f : v) std::memcpy(&f, &kPoison, sizeof(f));

@@ -14,7 +14,6 @@
 namespace qemb {
 namespace {
 
-using testing::GatherFamily;
 using testing::GatherTester;
 
 class GatherKernelsTest : public ::testing::TestWithParam<std::string> {
@@ -34,7 +33,7 @@ class GatherKernelsTest : public ::testing::TestWithParam<std::string> {
 const size_t kDims[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65,
                         95, 127, 128, 129, 191, 255, 256, 257, 2047, 2048, 2111, 4096};
 
-void run_all_dims(const KernelSet& set, GatherFamily family, int bits) {
+void run_all_dims(const KernelSet& set, KernelFamily family, int bits) {
   for (size_t dim : kDims) {
     for (size_t rows : {1, 3, 37}) {
       for (size_t batch : {1, 2, 19}) {  // 19 > the prefetch distance
@@ -46,18 +45,18 @@ void run_all_dims(const KernelSet& set, GatherFamily family, int bits) {
   }
 }
 
-TEST_P(GatherKernelsTest, Materialized) { run_all_dims(set(), GatherFamily::kMaterialized, 4); }
-TEST_P(GatherKernelsTest, OptimizedS4) { run_all_dims(set(), GatherFamily::kOptimized, 4); }
-TEST_P(GatherKernelsTest, OptimizedS8) { run_all_dims(set(), GatherFamily::kOptimized, 8); }
-TEST_P(GatherKernelsTest, LegacyS4) { run_all_dims(set(), GatherFamily::kLegacy, 4); }
-TEST_P(GatherKernelsTest, LegacyS8) { run_all_dims(set(), GatherFamily::kLegacy, 8); }
+TEST_P(GatherKernelsTest, Materialized) { run_all_dims(set(), KernelFamily::kMaterialized, 4); }
+TEST_P(GatherKernelsTest, OptimizedS4) { run_all_dims(set(), KernelFamily::kOptimized, 4); }
+TEST_P(GatherKernelsTest, OptimizedS8) { run_all_dims(set(), KernelFamily::kOptimized, 8); }
+TEST_P(GatherKernelsTest, LegacyS4) { run_all_dims(set(), KernelFamily::kLegacy, 4); }
+TEST_P(GatherKernelsTest, LegacyS8) { run_all_dims(set(), KernelFamily::kLegacy, 8); }
 
 // The row-interleaved layout: each row's scale, then its weights, at the
 // tightest stride and at a wider one, for every dim and both patterns.
 TEST_P(GatherKernelsTest, RowInterleavedLayout) {
   for (size_t dim : kDims) {
     for (int bits : {4, 8}) {
-      for (GatherFamily f : {GatherFamily::kOptimized, GatherFamily::kLegacy}) {
+      for (KernelFamily f : {KernelFamily::kOptimized, KernelFamily::kLegacy}) {
         for (size_t extra : {0, 60}) {
           const size_t stride = extra == 0 ? 0 : (4 + (bits == 4 ? (dim + 1) / 2 : dim) + extra + 3) / 4 * 4;
           SCOPED_TRACE(std::string(set().isa) + " dim=" + std::to_string(dim) + " stride=" + std::to_string(stride));
@@ -72,8 +71,8 @@ TEST_P(GatherKernelsTest, RowInterleavedLayout) {
 TEST_P(GatherKernelsTest, ManySeedsAndLargerBatches) {
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     for (int bits : {4, 8}) {
-      for (GatherFamily f : {GatherFamily::kMaterialized, GatherFamily::kOptimized,
-                             GatherFamily::kLegacy}) {
+      for (KernelFamily f : {KernelFamily::kMaterialized, KernelFamily::kOptimized,
+                             KernelFamily::kLegacy}) {
         GatherTester().rows(101).dim(48 + seed % 23).batch(257).scheme(bits).seed(seed).Test(set(), f);
         if (HasFailure()) return;
       }
@@ -167,7 +166,7 @@ TEST(GatherTesterTest, CatchesAWrongKernel) {
   broken.isa = "BROKEN";
   broken.requant_gather_s4_u16 = &off_by_one_s4;
   EXPECT_NONFATAL_FAILURE(
-      GatherTester().rows(5).dim(9).batch(3).scheme(4).Test(broken, GatherFamily::kOptimized),
+      GatherTester().rows(5).dim(9).batch(3).scheme(4).Test(broken, KernelFamily::kOptimized),
       "requant_gather_s4_u16[BROKEN] rows=5 dim=9 batch=3 bits=4 seed=1: output [0][5]");
 }
 

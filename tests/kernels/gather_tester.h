@@ -1,7 +1,7 @@
 // A fluent tester for the gather kernels, in the style of XNNPACK's:
 //
 //   GatherTester().rows(33).dim(17).batch(9).scheme(4).seed(7)
-//       .Test(kernel_set, GatherFamily::kOptimized);
+//       .Test(kernel_set, KernelFamily::kOptimized);
 //
 // builds a random table (scales spread over many magnitudes, tiny and huge,
 // activation encodings with the zero point at 0 / 65535 so that outputs
@@ -28,17 +28,15 @@
 
 namespace qemb::testing {
 
-enum class GatherFamily {
-  kMaterialized,  // gather_u16 / gather_u16_f32 over a uint16 table
-  kOptimized,     // requant_gather_s{4,8}_{u16,f32}
-  kLegacy,        // legacy_gather_s{4,8}_{u16,f32}
-};
-
-inline const char* to_string(GatherFamily f) {
+// The families are the kernel list's (KernelFamily): kMaterialized over a
+// uint16 table, kOptimized and kLegacy over 4- or 8-bit rows, each kernel
+// found by its key (find_kernel), as the runtime finds it.
+inline const char* to_string(KernelFamily f) {
   switch (f) {
-    case GatherFamily::kMaterialized: return "materialized";
-    case GatherFamily::kOptimized: return "optimized";
-    case GatherFamily::kLegacy: return "legacy";
+    case KernelFamily::kMaterialized: return "materialized";
+    case KernelFamily::kOptimized: return "optimized";
+    case KernelFamily::kLegacy: return "legacy";
+    case KernelFamily::kWeightOnly: return "weight-only";
   }
   return "?";
 }
@@ -180,12 +178,12 @@ class GatherTester {
   // of 4), the reference on the plain one.
   GatherTester& interleaved(bool on, size_t stride = 0) { interleaved_ = on; stride_ = stride; return *this; }
 
-  void Test(const KernelSet& set, GatherFamily family) const {
+  void Test(const KernelSet& set, KernelFamily family) const {
     ASSERT_GT(rows_, 0u);
     ASSERT_TRUE(bits_ == 4 || bits_ == 8);
     std::mt19937_64 rng(seed_ * 0x9E3779B97F4A7C15ull + rows_ * 131 + dim_ * 7 + batch_);
     const std::vector<int64_t> ids = random_ids(rows_, batch_, rng);
-    if (family == GatherFamily::kMaterialized) {
+    if (family == KernelFamily::kMaterialized) {
       TestMaterialized(set, ids, rng);
     } else {
       TestFused(set, family, ids);
@@ -240,75 +238,35 @@ class GatherTester {
     }
   }
 
-  void TestFused(const KernelSet& set, GatherFamily family,
+  void TestFused(const KernelSet& set, KernelFamily family,
                  const std::vector<int64_t>& ids) const {
     const RandomPcqTable t = make_random_pcq_table(rows_, dim_, bits_, seed_ + 1000003 * dim_);
     const RequantGatherParams p = t.params();
     RequantGatherParams pk = p;  // what the kernel under test reads
     std::vector<uint8_t> rows_buffer;
     if (interleaved_) pk = t.interleaved_params(stride_, rows_buffer);
-    const bool legacy = family == GatherFamily::kLegacy;
-    const GatherKernel u16_kernel =
-        bits_ == 4 ? (legacy ? GatherKernel::legacy_gather_s4_u16 : GatherKernel::requant_gather_s4_u16)
-                   : (legacy ? GatherKernel::legacy_gather_s8_u16 : GatherKernel::requant_gather_s8_u16);
-    const GatherKernel f32_kernel =
-        bits_ == 4 ? (legacy ? GatherKernel::legacy_gather_s4_f32 : GatherKernel::requant_gather_s4_f32)
-                   : (legacy ? GatherKernel::legacy_gather_s8_f32 : GatherKernel::requant_gather_s8_f32);
+    auto key = [&](KernelForm form) { return *find_kernel(family, bits_, 16, form); };
+    const GatherKernel u16_kernel = key(KernelForm::kU16), f32_kernel = key(KernelForm::kF32);
     const KernelSet& ref = scalar_reference_kernels();
     const size_t n = ids.size();
 
     std::vector<uint16_t> want_u16(n * dim_), got_u16(n * dim_ + kGuard, kU16Poison);
-    u16_fn(ref, u16_kernel)(p, ids.data(), n, want_u16.data());
-    u16_fn(set, u16_kernel)(pk, ids.data(), n, got_u16.data());
+    kernel_fn<RequantGatherU16Fn>(ref, u16_kernel)(p, ids.data(), n, want_u16.data());
+    kernel_fn<RequantGatherU16Fn>(set, u16_kernel)(pk, ids.data(), n, got_u16.data());
     CheckU16(kernel_name(set, u16_kernel), ids, want_u16, got_u16, &t);
 
     std::vector<float> want_f32(n * dim_), got_f32(n * dim_ + kGuard);
     FillF32Poison(got_f32);
-    f32_fn(ref, f32_kernel)(p, ids.data(), n, want_f32.data());
-    f32_fn(set, f32_kernel)(pk, ids.data(), n, got_f32.data());
+    kernel_fn<RequantGatherF32Fn>(ref, f32_kernel)(p, ids.data(), n, want_f32.data());
+    kernel_fn<RequantGatherF32Fn>(set, f32_kernel)(pk, ids.data(), n, got_f32.data());
     CheckF32(kernel_name(set, f32_kernel), ids, want_f32, got_f32, &t);
 
-    // The half-precision kernels follow the uint16 one in the list: f16, bf16
-    // come right after f32.
-    for (int offset : {1, 2}) {
-      const auto k = static_cast<GatherKernel>(static_cast<int>(f32_kernel) + offset);
+    for (KernelForm form : {KernelForm::kF16, KernelForm::kBF16}) {
+      const GatherKernel k = key(form);
       std::vector<uint16_t> want(n * dim_), got(n * dim_ + kGuard, kU16Poison);
-      half_fn(ref, k)(p, ids.data(), n, want.data());
-      half_fn(set, k)(pk, ids.data(), n, got.data());
+      kernel_fn<RequantGatherHalfFn>(ref, k)(p, ids.data(), n, want.data());
+      kernel_fn<RequantGatherHalfFn>(set, k)(pk, ids.data(), n, got.data());
       CheckU16(kernel_name(set, k), ids, want, got, &t);
-    }
-  }
-
-  static RequantGatherHalfFn half_fn(const KernelSet& s, GatherKernel k) {
-    switch (k) {
-      case GatherKernel::requant_gather_s4_f16: return s.requant_gather_s4_f16;
-      case GatherKernel::requant_gather_s4_bf16: return s.requant_gather_s4_bf16;
-      case GatherKernel::requant_gather_s8_f16: return s.requant_gather_s8_f16;
-      case GatherKernel::requant_gather_s8_bf16: return s.requant_gather_s8_bf16;
-      case GatherKernel::legacy_gather_s4_f16: return s.legacy_gather_s4_f16;
-      case GatherKernel::legacy_gather_s4_bf16: return s.legacy_gather_s4_bf16;
-      case GatherKernel::legacy_gather_s8_f16: return s.legacy_gather_s8_f16;
-      case GatherKernel::legacy_gather_s8_bf16: return s.legacy_gather_s8_bf16;
-      default: return nullptr;
-    }
-  }
-
-  static RequantGatherU16Fn u16_fn(const KernelSet& s, GatherKernel k) {
-    switch (k) {
-      case GatherKernel::requant_gather_s4_u16: return s.requant_gather_s4_u16;
-      case GatherKernel::requant_gather_s8_u16: return s.requant_gather_s8_u16;
-      case GatherKernel::legacy_gather_s4_u16: return s.legacy_gather_s4_u16;
-      case GatherKernel::legacy_gather_s8_u16: return s.legacy_gather_s8_u16;
-      default: return nullptr;
-    }
-  }
-  static RequantGatherF32Fn f32_fn(const KernelSet& s, GatherKernel k) {
-    switch (k) {
-      case GatherKernel::requant_gather_s4_f32: return s.requant_gather_s4_f32;
-      case GatherKernel::requant_gather_s8_f32: return s.requant_gather_s8_f32;
-      case GatherKernel::legacy_gather_s4_f32: return s.legacy_gather_s4_f32;
-      case GatherKernel::legacy_gather_s8_f32: return s.legacy_gather_s8_f32;
-      default: return nullptr;
     }
   }
 
