@@ -402,6 +402,85 @@ void Gather(const RequantGatherParams& p, const int64_t* ids, size_t n, OutT<A, 
 // operations, never fused), then divided by the count for mean. Each y is
 // made with the gather's own arithmetic (so the same bits) and added
 // straight into the bag's row.
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+// y of NF int8 values of a per-row family, by RowFromValues' arithmetic (the
+// same operations in the same order: the same bits), its constants held in
+// registers.
+template <KernelFamily F, class DF>
+struct YMath {
+  YMath(DF df, const Consts<DF>& c)
+      : inv_sa(c.q.inv_scale()), limit(c.q.limit()), neg_limit(c.q.neg_limit()), magic(c.q.magic()),
+        sa(c.a.scale()), zp(c.a.zero_point()), smax(c.legacy.max_scale()), inv_smax(c.legacy.inv_max_scale()),
+        wq(c.legacy.qmax()), neg_wq(c.legacy.neg_qmax()), bias(c.q.bias()), act_qmax(c.act_qmax()) {
+    (void)df;
+  }
+  HWY_INLINE hn::Vec<DF> operator()(DF df, const int8_t* HWY_RESTRICT q, hn::Vec<DF> vs) const {
+    const hn::RebindToSigned<DF> di;
+    const hn::Rebind<int8_t, DF> d8;
+    auto x = hn::Mul(vs, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q))));
+    if constexpr (F == KernelFamily::kWeightOnly) {
+      return x;
+    } else {
+      if constexpr (F == KernelFamily::kLegacy) {
+        const auto r = RoundHalfEven(df, hn::Mul(x, inv_smax));
+        x = hn::Mul(smax, hn::Min(MaxOrLowerIfNaN<DF>(r, neg_wq), wq));
+      }
+      const auto t = hn::Min(MaxOrLowerIfNaN<DF>(hn::Mul(x, inv_sa), neg_limit), limit);
+      const auto unclamped = hn::Add(hn::BitCast(di, hn::Add(t, magic)), bias);
+      const auto level = hn::Min(hn::Max(unclamped, hn::Zero(di)), act_qmax);
+      return hn::Mul(sa, hn::Sub(hn::ConvertTo(df, level), zp));
+    }
+  }
+  hn::Vec<DF> inv_sa, limit, neg_limit, magic, sa, zp, smax, inv_smax, wq, neg_wq;
+  hn::Vec<hn::RebindToSigned<DF>> bias, act_qmax;
+};
+
+// Bags of rows of exactly kV vectors of columns: each bag's sums stay in
+// kV registers across its ids (one load and one add a vector an id), then
+// are stored once, instead of a load and a store of the bag's row for each
+// id. The same float32 operations in the same order: the same bits.
+template <size_t kV, KernelFamily F, int W, int A, typename Id>
+HWY_NOINLINE void BagInRegisters(const RequantGatherParams& p, const Id* HWY_RESTRICT ids, const BagParams& bag,
+                                 float* HWY_RESTRICT out, const Consts<hn::ScalableTag<float>>& c) {
+  using DF = hn::ScalableTag<float>;
+  const DF df;
+  const size_t NF = hn::Lanes(df);
+  const size_t dim = p.dim;
+  const size_t row_bytes = RowBytes<W>(dim);
+  const YMath<F, DF> y(df, c);
+  const bool weighted = bag.weights != nullptr;
+  const size_t ahead_end = std::max(bag.lookahead_end, static_cast<size_t>(bag.bags ? bag.offsets[bag.bags] : 0));
+  alignas(64) int8_t q[kChunk];
+  for (size_t b = 0; b < bag.bags; ++b) {
+    hn::Vec<DF> acc[kV];
+    for (size_t v = 0; v < kV; ++v) acc[v] = hn::Zero(df);
+    int64_t count = 0;
+    const size_t end = static_cast<size_t>(bag.offsets[b + 1]);
+    for (size_t i = static_cast<size_t>(bag.offsets[b]); i < end; ++i) {
+      if (i + kAheadRows < ahead_end) PrefetchRow<F>(p, static_cast<size_t>(ids[i + kAheadRows]), row_bytes);
+      const int64_t id = ids[i];
+      if (id == bag.padding_idx) continue;
+      ++count;
+      const size_t r = static_cast<size_t>(id);
+      const int8_t* values = Values<W>(RowAt(p, r, row_bytes), 0, dim, q);
+      const auto vs = hn::Set(df, ScaleAt(p, r));
+      if (weighted) {
+        const auto vw = hn::Set(df, bag.weights[i]);
+        for (size_t v = 0; v < kV; ++v) acc[v] = hn::Add(acc[v], hn::Mul(vw, y(df, values + v * NF, vs)));
+      } else {
+        for (size_t v = 0; v < kV; ++v) acc[v] = hn::Add(acc[v], y(df, values + v * NF, vs));
+      }
+    }
+    float* o = out + b * bag.out_stride;
+    if (bag.mean && count > 0) {
+      const auto vc = hn::Set(df, static_cast<float>(count));
+      for (size_t v = 0; v < kV; ++v) acc[v] = hn::Div(acc[v], vc);
+    }
+    for (size_t v = 0; v < kV; ++v) hn::StoreU(acc[v], df, o + v * NF);
+  }
+}
+#endif
+
 template <KernelFamily F, int W, int A, typename Id>
 void Bag(const RequantGatherParams& p, const Id* ids, const BagParams& bag, float* out) {
   using DF = hn::ScalableTag<float>;
@@ -410,6 +489,18 @@ void Bag(const RequantGatherParams& p, const Id* ids, const BagParams& bag, floa
   const size_t dim = p.dim;
   const size_t row_bytes = RowBytes<W>(dim);
   const Consts<DF> c(df, p, WeightQmax<F, W>());
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+  if constexpr (F != KernelFamily::kMaterialized) {
+    // D = 4, 8 or 16 vectors: 64 / 128 / 256 columns on AVX-512, 32 / 64 /
+    // 128 on AVX2 and 16 / 32 / 64 on 128-bit targets.
+    switch (dim % NF == 0 ? dim / NF : 0) {
+      case 4: return BagInRegisters<4, F, W, A>(p, ids, bag, out, c);
+      case 8: return BagInRegisters<8, F, W, A>(p, ids, bag, out, c);
+      case 16: return BagInRegisters<16, F, W, A>(p, ids, bag, out, c);
+      default: break;
+    }
+  }
+#endif
   const bool weighted = bag.weights != nullptr;
   const size_t ahead_end = std::max(bag.lookahead_end, static_cast<size_t>(bag.bags ? bag.offsets[bag.bags] : 0));
   alignas(64) int8_t q[kChunk];

@@ -21,7 +21,7 @@
 namespace qemb {
 namespace {
 
-const size_t kDims[] = {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 255, 257, 300};
+const size_t kDims[] = {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 300};
 
 uint32_t bits_of(float f) {
   uint32_t u;
