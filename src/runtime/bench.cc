@@ -179,6 +179,16 @@ Result<BenchResult> run_bench_ids(const EmbeddingRuntime& runtime, const Embeddi
 
   BenchResult r;
   r.kernel = chosen.kernel_name();
+  // The kernel that runs: with --dequantize, the float form's, not the
+  // table's native one (the name said requant_gather_s4_u16 while the f32
+  // kernel ran).
+  if (const EmbeddingTable::Impl& impl = table_impl(chosen);
+      options.dequantize && impl.plan.kind != ExecutionPlan::Kind::kInterpreted) {
+    const std::optional<GatherKernel> k = options.out_dtype == FloatDtype::kF32   ? impl.plan.f32_kernel
+                                          : options.out_dtype == FloatDtype::kF16 ? impl.plan.f16_kernel
+                                                                                  : impl.plan.bf16_kernel;
+    if (k) r.kernel = kernel_name(*impl.runtime->kernels, *k);
+  }
   r.isa = table_impl(chosen).isa;
   r.table = chosen.name();
   r.threads = runtime.threads();

@@ -119,10 +119,13 @@ TEST_F(BenchReport, BenchMeasuresHalfOutputs) {
     const auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["row_bytes_written"], 2 * 24) << dtype;
     EXPECT_GT(j["rows_per_s"].get<double>(), 0.0);
+    // The kernel named is the one that ran: the half-precision form's.
+    EXPECT_EQ(j["kernel"].get<std::string>().rfind(std::string("requant_gather_s4_") + dtype + "[", 0), 0u) << j["kernel"];
   }
   auto r = run_command(kQemb + " bench '" + art_ + "' --seconds 0.002 --dequantize --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(nlohmann::json::parse(r.out)["row_bytes_written"], 4 * 24);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["kernel"].get<std::string>().rfind("requant_gather_s4_f32[", 0), 0u) << r.out;
 }
 
 // Renders the page in headless Chromium, isolated from the network and from
