@@ -507,6 +507,61 @@ static int check_tables(int argc, char** argv) {
   return 0;
 }
 
+/* The 8-bit and weight-only forms: c_api_test --forms ART_8A8W ART_W4.
+ * uint8 lookups of an 8a8w table dequantize (s_a * (q + offset)) to exactly
+ * its float lookups; each table refuses the forms it does not return, with
+ * the message that names the call to make, and writes nothing. */
+static int check_forms(char** argv) {
+  char err[QEMB_ERROR_BUFFER_SIZE];
+  qemb_runtime* a8 = NULL;
+  qemb_runtime* w4 = NULL;
+  const int64_t ids[] = {0, 511, 7, 7, 300};
+  const size_t n = sizeof ids / sizeof *ids;
+  size_t dim, i;
+  uint8_t* q;
+  uint16_t* q16;
+  float* y;
+  float scale;
+  int32_t offset;
+  CHECK(qemb_runtime_open(argv[2], NULL, &a8, err, sizeof err) == QEMB_OK);
+  CHECK(qemb_runtime_open(argv[3], NULL, &w4, err, sizeof err) == QEMB_OK);
+  if (a8 == NULL || w4 == NULL) return 1;
+  CHECK(qemb_runtime_activation_bits(a8) == 8);
+  CHECK(qemb_runtime_activation_bits(w4) == 0);
+  dim = (size_t)qemb_runtime_dim(a8);
+  q = malloc(n * dim);
+  q16 = malloc(n * dim * sizeof *q16);
+  y = malloc(n * dim * sizeof *y);
+  CHECK(qemb_lookup_i64_u8(a8, ids, n, q, err, sizeof err) == QEMB_OK);
+  CHECK(qemb_lookup_i64_f32(a8, ids, n, y, err, sizeof err) == QEMB_OK);
+  scale = qemb_runtime_activation_scale(a8);
+  offset = qemb_runtime_activation_offset(a8);
+  for (i = 0; i < n * dim; ++i) CHECK(y[i] == scale * (float)((int32_t)q[i] + offset));
+  memset(q16, 0xAB, n * dim * sizeof *q16);
+  CHECK(qemb_lookup_i64_u16(a8, ids, n, q16, err, sizeof err) == QEMB_INVALID_ARGUMENT);
+  CHECK_STR(err, "table 'embedding' returns uint8 activations (scheme 8a8w), not uint16: pass a uint8_t buffer to "
+                 "lookup, or call lookup_dequantized");
+  CHECK(all_bytes(q16, n * dim * sizeof *q16, 0xAB));
+  memset(q, 0xAB, n * dim);
+  CHECK(qemb_lookup_i64_u8(w4, ids, n, q, err, sizeof err) == QEMB_INVALID_ARGUMENT);
+  CHECK_STR(err, "table 'embedding' is weight-only (scheme w4): its lookups return floats, not uint8 activations; "
+                 "call lookup_dequantized");
+  CHECK(all_bytes(q, n * dim, 0xAB));
+  CHECK(qemb_lookup_table(w4, NULL, ids, QEMB_INT64, n, QEMB_OUT_F32, y, err, sizeof err) == QEMB_OK);
+  CHECK(qemb_lookup_table(a8, NULL, ids, QEMB_INT64, n, QEMB_OUT_U8, q, err, sizeof err) == QEMB_OK);
+  free(q);
+  free(q16);
+  free(y);
+  qemb_runtime_close(a8);
+  qemb_runtime_close(w4);
+  if (failures) {
+    fprintf(stderr, "%d check(s) failed\n", failures);
+    return 1;
+  }
+  printf("c_api_test --forms: all checks passed\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const char* art;
   size_t n, dim, count, i;
@@ -523,6 +578,7 @@ int main(int argc, char** argv) {
   qemb_status s;
 
   if (argc >= 2 && strcmp(argv[1], "--tables") == 0) return check_tables(argc, argv);
+  if (argc == 4 && strcmp(argv[1], "--forms") == 0) return check_forms(argv);
   /* The header and the library agree; a program built against other
      structs is told so, with both sizes. */
   CHECK(strcmp(qemb_version(), QEMB_VERSION) == 0);

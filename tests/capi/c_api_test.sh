@@ -18,6 +18,11 @@ for pattern in optimized:2.48 legacy:2.37; do
     rm -f "$tmp/model.qemb" "$tmp/expected.npy"
   done
 done
+# The uint8 and weight-only forms.
+"$qemb" compile "$tmp/model.safetensors" --scheme 8a8w --qnn-sdk-version 2.48 --mode fused --quiet -o "$tmp/a8.qemb"
+"$qemb" compile "$tmp/model.safetensors" --scheme w4 --mode fused --quiet -o "$tmp/w4.qemb"
+(cd "$tmp" && "$test" --forms a8.qemb w4.qemb)
+rm -f "$tmp/a8.qemb" "$tmp/w4.qemb"
 # Three tables of one artifact, each with its own scheme, mode and vocabulary,
 # against each compiled alone.
 tables=(model.embed_tokens.weight lm_head.weight model.layers.0.self_attn.q_proj.weight)
