@@ -252,6 +252,51 @@ void artifact_seeds() {
     l.add_op(o);
     artifact_seed("requant_legacy_s8_rows", l, 0);
   }
+  {  // The other schemes' graphs: 2-bit rows into uint8 activations (fused,
+     // row-interleaved), a weight-only fused gather into FLOAT_32, and the
+     // folded uint8 and float32 tables.
+    auto act8 = [](const std::string& name, TensorKind kind, std::vector<int64_t> shape, std::vector<uint8_t> data = {}) {
+      Tensor t = u16(name, kind, std::move(shape), std::move(data));
+      t.dtype = DataType::kUFixedPoint8;
+      t.encoding = Encoding::per_tensor(0.02f, -100, 8);
+      return t;
+    };
+    auto floats = [](const std::string& name, TensorKind kind, std::vector<int64_t> shape, std::vector<uint8_t> data = {}) {
+      Tensor t = u16(name, kind, std::move(shape), std::move(data));
+      t.dtype = DataType::kFloat32;
+      t.encoding = Encoding();
+      return t;
+    };
+    Graph a;
+    a.add_tensor(interleave_rows(pcq("emb_weight", 5, 7, 2)).value());
+    a.add_tensor(indices("emb_indices"));
+    a.add_tensor(act8("emb", TensorKind::kAppRead, {0, 7}));
+    a.add_op(op(OpType::kRequantGather, "emb", {"emb_weight", "emb_indices"}, "emb"));
+    artifact_seed("requant_s2_u8_rows", a, 0);
+    Graph w;
+    w.add_tensor(pcq("emb_weight", 4, 5, 4));
+    w.add_tensor(indices("emb_indices"));
+    w.add_tensor(floats("emb", TensorKind::kAppRead, {0, 5}));
+    w.add_op(op(OpType::kRequantGather, "emb", {"emb_weight", "emb_indices"}, "emb"));
+    artifact_seed("dequant_s4", w);
+    Graph m8;
+    m8.add_tensor(act8("emb_convert", TensorKind::kStatic, {4, 3}, counting_bytes(12)));
+    m8.add_tensor(indices("emb_indices"));
+    m8.add_tensor(act8("emb", TensorKind::kAppRead, {0, 3}));
+    m8.add_op(op(OpType::kGather, "emb", {"emb_convert", "emb_indices"}, "emb"));
+    artifact_seed("materialized_u8", m8);
+    Graph mf;
+    std::vector<uint8_t> f(4 * 3 * 4);
+    for (size_t k = 0; k < 12; ++k) {
+      const float v = 0.25f * static_cast<float>(k) - 1.0f;
+      std::memcpy(f.data() + 4 * k, &v, 4);
+    }
+    mf.add_tensor(floats("emb_convert", TensorKind::kStatic, {4, 3}, f));
+    mf.add_tensor(indices("emb_indices"));
+    mf.add_tensor(floats("emb", TensorKind::kAppRead, {0, 3}));
+    mf.add_op(op(OpType::kGather, "emb", {"emb_convert", "emb_indices"}, "emb"));
+    artifact_seed("materialized_f32", mf);
+  }
   {  // Unfolded legacy pattern: Gather into an intermediate, then Convert.
     Graph g;
     g.add_tensor(pcq("emb_weight", 3, 2, 4));

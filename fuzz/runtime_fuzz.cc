@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "artifact_container.h"
@@ -44,22 +45,49 @@ void serve(const std::vector<uint8_t>& bytes) {
   const std::vector<int64_t> ids = {0, vocab - 1, vocab / 2, 0};
   if (dim > kMaxOutputValues / static_cast<int64_t>(ids.size())) return;
   const size_t values = ids.size() * static_cast<size_t>(dim);
-  std::vector<uint16_t> out_fast(values, 0xAAAA), out_ref(values, 0x5555);
-  qemb::Status s_fast = fast.lookup(ids, out_fast.data());
-  qemb::Status s_ref = ref.lookup(ids, out_ref.data());
-  // Both ways of executing a graph the runtime accepted agree bit for bit.
-  if (s_fast.ok() && s_ref.ok())
-    QEMB_FUZZ_CHECK(out_fast == out_ref, "kernel '%s' and the reference interpreter disagree",
-                    fast.kernel_name().c_str());
+  QEMB_FUZZ_CHECK(fast.activation_bits() == ref.activation_bits());
+  // The table's own output form (uint16 or uint8 activations, or a
+  // weight-only table's floats): both ways of executing a graph the runtime
+  // accepted agree bit for bit, and ids out of range are refused and write
+  // nothing.
+  auto check = [&](auto marker) {
+    using T = decltype(marker);
+    auto run = [&](const qemb::EmbeddingRuntime& rt, const std::vector<int64_t>& which, T* out) {
+      if constexpr (std::is_same_v<T, float>) return rt.lookup_dequantized(which, out);
+      else return rt.lookup(which, out);
+    };
+    std::vector<T> out_fast(values), out_ref(values);
+    std::memset(out_fast.data(), 0xAA, values * sizeof(T));
+    std::memset(out_ref.data(), 0x55, values * sizeof(T));
+    const qemb::Status s_fast = run(fast, ids, out_fast.data());
+    const qemb::Status s_ref = run(ref, ids, out_ref.data());
+    if (s_fast.ok() && s_ref.ok())
+      QEMB_FUZZ_CHECK(std::memcmp(out_fast.data(), out_ref.data(), values * sizeof(T)) == 0,
+                      "kernel '%s' and the reference interpreter disagree", fast.kernel_name().c_str());
+    const std::vector<int64_t> bad = {0, vocab};
+    std::vector<T> untouched(2 * static_cast<size_t>(dim));
+    std::memset(untouched.data(), 0x12, untouched.size() * sizeof(T));
+    const std::vector<T> before = untouched;
+    QEMB_FUZZ_CHECK(run(fast, bad, untouched.data()).code() == qemb::ErrorCode::kOutOfRange);
+    QEMB_FUZZ_CHECK(run(ref, bad, untouched.data()).code() == qemb::ErrorCode::kOutOfRange);
+    QEMB_FUZZ_CHECK(std::memcmp(untouched.data(), before.data(), untouched.size() * sizeof(T)) == 0,
+                    "a refused lookup wrote output");
+  };
+  switch (fast.activation_bits()) {
+    case 16: check(uint16_t{}); break;
+    case 8: check(uint8_t{}); break;
+    default: check(float{}); break;
+  }
   std::vector<float> f(values);
   (void)fast.lookup_dequantized(ids, f.data());
   (void)ref.lookup_dequantized(ids, f.data());
-  // Ids out of range are refused and write nothing.
-  const std::vector<int64_t> bad = {0, vocab};
-  std::vector<uint16_t> untouched(2 * static_cast<size_t>(dim), 0x1234);
-  QEMB_FUZZ_CHECK(fast.lookup(bad, untouched.data()).code() == qemb::ErrorCode::kOutOfRange);
-  QEMB_FUZZ_CHECK(ref.lookup(bad, untouched.data()).code() == qemb::ErrorCode::kOutOfRange);
-  for (uint16_t v : untouched) QEMB_FUZZ_CHECK(v == 0x1234, "a refused lookup wrote output");
+  // The other activation forms are refused, and write nothing either.
+  std::vector<uint16_t> wrong16(values, 0x1234);
+  std::vector<uint8_t> wrong8(values, 0x12);
+  if (fast.activation_bits() != 16) QEMB_FUZZ_CHECK(!fast.lookup(ids, wrong16.data()).ok());
+  if (fast.activation_bits() != 8) QEMB_FUZZ_CHECK(!fast.lookup(ids, wrong8.data()).ok());
+  for (uint16_t v : wrong16) QEMB_FUZZ_CHECK(v == 0x1234 || fast.activation_bits() == 16, "a refused lookup wrote output");
+  for (uint8_t v : wrong8) QEMB_FUZZ_CHECK(v == 0x12 || fast.activation_bits() == 8, "a refused lookup wrote output");
 }
 
 }  // namespace
