@@ -200,11 +200,6 @@ struct Consts {
   Broadcast<hn::RebindToSigned<DF>> act_qmax;
 };
 
-// The activation: rne(x * inv_sa) + zp as int32 (requant-inl.h's
-// Q16Unclamped: t clamped to +-2^22, NaN to -2^22, rounded by the magic
-// addition), then clamped to [0, 2^A - 1] in int32, which gives numeric.h's
-// quantize_activation: beyond its inner +-2^20 clamp both forms reach the
-// same end, since 0 <= zp <= 2^A - 1; NaN gives 0 in both.
 // The scalar value of one column, by numeric.h: the activation q_A, or y.
 template <KernelFamily F>
 HWY_INLINE int32_t ScalarAct(float s, int q, const ActivationEncoding& act, float max_scale, int weight_qmax) {
@@ -313,8 +308,13 @@ HWY_INLINE void RowFromValues(DF df, const int8_t* HWY_RESTRICT q, size_t m, flo
         const auto r = RoundHalfEven(df, hn::Mul(x, inv_smax));
         x = hn::Mul(smax, hn::Min(MaxOrLowerIfNaN<DF>(r, neg_wq), wq));
       }
-      // Q16Unclamped, then clamped in int32 (Highway's int32 -> uint8
-      // demotion truncates on x86, AVX-512's vpmovdb, instead of saturating).
+      // The activation: rne(x * inv_sa) + zp as int32 (requant-inl.h's
+      // Q16Unclamped: t clamped to +-2^22, NaN to -2^22, rounded by the
+      // magic addition), then clamped to [0, 2^A - 1] in int32, which gives
+      // numeric.h's quantize_activation: beyond its inner +-2^20 clamp both
+      // forms reach the same end, since 0 <= zp <= 2^A - 1; NaN gives 0 in
+      // both. (Highway's int32 -> uint8 demotion truncates on x86, AVX-512's
+      // vpmovdb, instead of saturating: hence the clamp before it.)
       const auto t = hn::Min(MaxOrLowerIfNaN<DF>(hn::Mul(x, inv_sa), neg_limit), limit);
       const auto unclamped = hn::Add(hn::BitCast(di, hn::Add(t, magic)), bias);
       const auto level = hn::Min(hn::Max(unclamped, hn::Zero(di)), act_qmax);
