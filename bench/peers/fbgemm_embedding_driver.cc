@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -243,6 +244,31 @@ int main(int argc, char** argv) {
   } while (kernel_s + baseline_s < 2 * o.seconds);
   if (!ok) {
     std::fprintf(stderr, "fbgemm_embedding_driver: the kernel returned false (ids out of range?)\n");
+    return 1;
+  }
+  // Check the last call's first bags against a plain dequantization, so a
+  // misread layout cannot pass for speed.
+  double worst = 0;
+  {
+    const size_t b = (next - 1) % batches;
+    const int64_t* batch_ids = ids.data() + b * ids_per_call;
+    for (size_t bag = 0; bag < std::min<size_t>(bags, 8); ++bag) {
+      for (int64_t c = 0; c < D; ++c) {
+        double want = 0;
+        for (size_t k = 0; k < per_bag; ++k) {
+          const uint8_t* row = table + static_cast<size_t>(batch_ids[bag * per_bag + k]) * row_bytes;
+          double scale = 0.0078125, q = 0;  // bias 0
+          if (four) q = (row[c / 2] >> (4 * (c % 2))) & 15;
+          else if (o.fp32_scale8) q = row[c];
+          else q = row[4 + c];
+          want += scale * q;
+        }
+        worst = std::max(worst, std::abs(want - out[bag * static_cast<size_t>(D) + c]));
+      }
+    }
+  }
+  if (worst > 1e-3) {
+    std::fprintf(stderr, "fbgemm_embedding_driver: the output differs from a plain dequantization by %g\n", worst);
     return 1;
   }
   const double n = static_cast<double>(turns * kBatchesPerTurn) * static_cast<double>(ids_per_call);
