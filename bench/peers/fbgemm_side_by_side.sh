@@ -123,6 +123,8 @@ for d in $DIMS; do
       a=$WORK/artifacts/${s}_${rows}_d${d}.qemb
       if [[ ! -f $a ]]; then
         if [[ ! -f $npy ]]; then
+          "$PYTHON" -c 'import numpy' 2>/dev/null ||
+            { echo "$PYTHON has no numpy: set PYTHON to a python3 that has it" >&2; exit 1; }
           echo "writing $npy" >&2
           "$PYTHON" - "$rows" "$d" "$npy" <<'EOF'
 import sys
