@@ -41,7 +41,7 @@
 # the table; read from FBGEMM's source tree when it is a git checkout).
 set -euo pipefail
 
-usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2; }
 [[ $# -eq 2 ]] || usage
 FBGEMM=$(realpath "$1")
 QEMB_BUILD=$(realpath "$2")
@@ -69,6 +69,13 @@ QEMB=$QEMB_BUILD/qemb
 [[ -x $QEMB ]] || { echo "no qemb binary in $QEMB_BUILD" >&2; exit 1; }
 [[ $PAGES == huge || $PAGES == small ]] || { echo "PAGES is huge or small" >&2; exit 1; }
 mkdir -p "$WORK"
+cleanup() {  # also when a run fails: the artifacts and the tmpfs are large
+  if [[ $KEEP != 1 ]]; then
+    rm -rf "$WORK/artifacts" "$WORK"/t*_d*.npy
+    if mountpoint -q "$WORK/hugefs"; then umount "$WORK/hugefs"; fi
+  fi
+}
+trap cleanup EXIT
 
 # --- FBGEMM's side: the driver -------------------------------------------
 if [[ -f $FBGEMM && -x $FBGEMM ]]; then
@@ -238,7 +245,3 @@ for key, runs_ in by.items():
               f"| {fbm:.2f} | {qem:.2f} |")
 EOF
 
-if [[ $KEEP != 1 ]]; then
-  rm -rf "$WORK/artifacts"
-  if [[ $PAGES == huge ]] && mountpoint -q "$WORK/hugefs"; then umount "$WORK/hugefs"; fi
-fi
