@@ -313,8 +313,8 @@ HWY_INLINE void RowFromValues(DF df, const int8_t* HWY_RESTRICT q, size_t m, flo
       // magic addition), then clamped to [0, 2^A - 1] in int32, which gives
       // numeric.h's quantize_activation: beyond its inner +-2^20 clamp both
       // forms reach the same end, since 0 <= zp <= 2^A - 1; NaN gives 0 in
-      // both. (Highway's int32 -> uint8 demotion truncates on x86, AVX-512's
-      // vpmovdb, instead of saturating: hence the clamp before it.)
+      // both. (Highway 1.0.3's int32 -> uint8 DemoteTo did not saturate here
+      // on x86: 276 came out as 20 on AVX3 and AVX2. Hence the clamp first.)
       const auto t = hn::Min(MaxOrLowerIfNaN<DF>(hn::Mul(x, inv_sa), neg_limit), limit);
       const auto unclamped = hn::Add(hn::BitCast(di, hn::Add(t, magic)), bias);
       const auto level = hn::Min(hn::Max(unclamped, hn::Zero(di)), act_qmax);
