@@ -326,15 +326,12 @@ nlohmann::json onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptio
   return encodings_json(e, o, false);
 }
 
-Status write_onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptions& o,
-                            const std::function<Status(std::string_view)>& sink) {
-  const std::string text = json_text(encodings_json(e, o, true), 2) + "\n";
-  const std::string marker = nlohmann::json(kRowsPlaceholder).dump();
-  const size_t at = text.find(marker);
-  if (at == std::string::npos) return sink(text);  // folded: no per-row list
-  // The list as dump(2) writes it at this depth: the key's line is indented
-  // 4 spaces, each element 6, the closing bracket 4.
-  QEMB_RETURN_IF_ERROR(sink(std::string_view(text).substr(0, at)));
+namespace {
+
+// One table's per-row weight encodings, the list that stands for its
+// placeholder, as dump(2) writes it at that depth (the key's line indented 4
+// spaces, each element 6, the closing bracket 4), a MiB at a time.
+Status stream_row_encodings(const QuantizedEmbedding& e, const std::function<Status(std::string_view)>& sink) {
   const int bits = weight_bits(e.scheme);
   const int64_t sym_offset = -(int64_t{1} << (bits - 1));
   std::string chunk = "[\n";
@@ -352,7 +349,19 @@ Status write_onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptions
     }
   }
   chunk += "    ]";
-  QEMB_RETURN_IF_ERROR(sink(chunk));
+  return sink(chunk);
+}
+
+}  // namespace
+
+Status write_onnx_encodings(const QuantizedEmbedding& e, const OnnxExportOptions& o,
+                            const std::function<Status(std::string_view)>& sink) {
+  const std::string text = json_text(encodings_json(e, o, true), 2) + "\n";
+  const std::string marker = nlohmann::json(kRowsPlaceholder).dump();
+  const size_t at = text.find(marker);
+  if (at == std::string::npos) return sink(text);  // folded: no per-row list
+  QEMB_RETURN_IF_ERROR(sink(std::string_view(text).substr(0, at)));
+  QEMB_RETURN_IF_ERROR(stream_row_encodings(e, sink));
   return sink(std::string_view(text).substr(at + marker.size()));
 }
 
@@ -385,25 +394,7 @@ Status write_onnx_encodings(const std::vector<QuantizedEmbedding>& tables, const
   size_t done = 0;
   for (auto [p, t] : at) {
     QEMB_RETURN_IF_ERROR(sink(std::string_view(text).substr(done, p - done)));
-    const QuantizedEmbedding& e = tables[t];
-    const int bits = weight_bits(e.scheme);
-    const int64_t sym_offset = -(int64_t{1} << (bits - 1));
-    std::string chunk = "[\n";
-    for (size_t r = 0; r < e.row_scales.size(); ++r) {
-      const std::string elem = json_text(aimet_encoding(e.row_scales[r], sym_offset, bits, true), 2);
-      chunk += "      ";
-      for (char c : elem) {
-        chunk += c;
-        if (c == '\n') chunk += "      ";
-      }
-      chunk += r + 1 < e.row_scales.size() ? ",\n" : "\n";
-      if (chunk.size() >= (1u << 20)) {
-        QEMB_RETURN_IF_ERROR(sink(chunk));
-        chunk.clear();
-      }
-    }
-    chunk += "    ]";
-    QEMB_RETURN_IF_ERROR(sink(chunk));
+    QEMB_RETURN_IF_ERROR(stream_row_encodings(tables[t], sink));
     done = p + markers[t].size();
   }
   return sink(std::string_view(text).substr(done));

@@ -187,68 +187,10 @@ Result<std::string> onnx_model_bytes(const QuantizedEmbedding& e, const OnnxExpo
 
 namespace {
 
-void add_table(ModelBuilder& b, onnx::GraphProto* g, const QuantizedEmbedding& e, const OnnxExportOptions& o,
-               const std::string& indices, const std::string& output) {
+// The per-row weight, dequantized into "N_weight": int8 (or INT4) values, one
+// scale per row, zero points 0, then DequantizeLinear along axis 0.
+void add_dequantized_weight(ModelBuilder& b, const QuantizedEmbedding& e, const OnnxExportOptions& o) {
   const std::string& n = e.node;
-  const std::string rows = std::to_string(e.rows), dim = std::to_string(e.dim);
-  b.value(g->mutable_input(), indices, o.int32_indices ? kInt32 : kInt64, {"N"});
-  b.value(g->mutable_output(), output, kFloat, {"N", dim});
-
-  if (e.scheme.weight_only()) {
-    // No activation step: y = s_r * q, the dequantized weight gathered
-    // (DequantizeLinear -> Gather), or the folded float table gathered.
-    std::string table = n + "_weight";
-    if (o.folded) {
-      const std::vector<float> t = folded_table_f32(e);
-      b.initializer(table, kFloat, {e.rows, e.dim}, t.data(), t.size() * sizeof(float));
-    } else {
-      const size_t count = static_cast<size_t>(e.rows);
-      if (o.int4_weights) {
-        const std::vector<uint8_t> packed = pack_int4_flat(e.q);
-        b.initializer(n + "_weight_quantized", kInt4, {e.rows, e.dim}, packed.data(), packed.size());
-        const std::vector<uint8_t> zeros((count + 1) / 2, 0);
-        b.initializer(n + "_weight_zero_point", kInt4, {e.rows}, zeros.data(), zeros.size());
-      } else {
-        b.initializer(n + "_weight_quantized", kInt8, {e.rows, e.dim}, e.q.data(), e.q.size());
-        const std::vector<int8_t> zeros(count, 0);
-        b.initializer(n + "_weight_zero_point", kInt8, {e.rows}, zeros.data(), zeros.size());
-      }
-      b.initializer(n + "_weight_scale", kFloat, {e.rows}, e.row_scales.data(), count * sizeof(float));
-      ModelBuilder::int_attribute(b.node("DequantizeLinear", n + "_weight_dequantize",
-                                         {n + "_weight_quantized", n + "_weight_scale", n + "_weight_zero_point"},
-                                         table),
-                                  "axis", 0);
-    }
-    ModelBuilder::int_attribute(b.node("Gather", n, {table, indices}, output), "axis", 0);
-    return;
-  }
-
-  // The activation encoding: y = s_a * (q - zp_a), q uint16 (or uint8 for
-  // an 8-bit activation scheme).
-  const bool u8 = e.act.bits == 8;
-  b.scalar_f32(n + "_act_scale", e.act.scale);
-  if (u8) b.scalar_u8(n + "_act_zero_point", static_cast<uint8_t>(e.act.zero_point));
-  else b.scalar_u16(n + "_act_zero_point", static_cast<uint16_t>(e.act.zero_point));
-
-  if (o.folded && u8) {
-    const std::vector<uint8_t> table = folded_table_u8(e);
-    b.initializer(n + "_convert_quantized", kUint8, {e.rows, e.dim}, table.data(), table.size());
-    ModelBuilder::int_attribute(b.node("Gather", n, {n + "_convert_quantized", indices}, n + "_quantized"), "axis",
-                                0);
-    b.dequantize(n + "_dequantize", n + "_quantized", n + "_act_scale", n + "_act_zero_point", output);
-    return;
-  }
-  if (o.folded) {
-    // The optimized pattern after its Convert is folded: a uint16 table.
-    const std::vector<uint16_t> table = folded_table(e);
-    b.initializer(n + "_convert_quantized", kUint16, {e.rows, e.dim}, table.data(), table.size() * 2);
-    ModelBuilder::int_attribute(b.node("Gather", n, {n + "_convert_quantized", indices}, n + "_quantized"), "axis",
-                                0);
-    b.dequantize(n + "_dequantize", n + "_quantized", n + "_act_scale", n + "_act_zero_point", output);
-    return;
-  }
-
-  // The per-row weight: int8 (or INT4) values, one scale per row, zero points 0.
   const size_t count = static_cast<size_t>(e.rows);
   if (o.int4_weights) {
     const std::vector<uint8_t> packed = pack_int4_flat(e.q);
@@ -265,6 +207,52 @@ void add_table(ModelBuilder& b, onnx::GraphProto* g, const QuantizedEmbedding& e
                                      {n + "_weight_quantized", n + "_weight_scale", n + "_weight_zero_point"},
                                      n + "_weight"),
                               "axis", 0);
+}
+
+void add_table(ModelBuilder& b, onnx::GraphProto* g, const QuantizedEmbedding& e, const OnnxExportOptions& o,
+               const std::string& indices, const std::string& output) {
+  const std::string& n = e.node;
+  const std::string rows = std::to_string(e.rows), dim = std::to_string(e.dim);
+  b.value(g->mutable_input(), indices, o.int32_indices ? kInt32 : kInt64, {"N"});
+  b.value(g->mutable_output(), output, kFloat, {"N", dim});
+
+  if (e.scheme.weight_only()) {
+    // No activation step: y = s_r * q, the dequantized weight gathered
+    // (DequantizeLinear -> Gather), or the folded float table gathered.
+    std::string table = n + "_weight";
+    if (o.folded) {
+      const std::vector<float> t = folded_table_f32(e);
+      b.initializer(table, kFloat, {e.rows, e.dim}, t.data(), t.size() * sizeof(float));
+    } else {
+      add_dequantized_weight(b, e, o);
+    }
+    ModelBuilder::int_attribute(b.node("Gather", n, {table, indices}, output), "axis", 0);
+    return;
+  }
+
+  // The activation encoding: y = s_a * (q - zp_a), q uint16 (or uint8 for
+  // an 8-bit activation scheme).
+  const bool u8 = e.act.bits == 8;
+  b.scalar_f32(n + "_act_scale", e.act.scale);
+  if (u8) b.scalar_u8(n + "_act_zero_point", static_cast<uint8_t>(e.act.zero_point));
+  else b.scalar_u16(n + "_act_zero_point", static_cast<uint16_t>(e.act.zero_point));
+
+  if (o.folded) {
+    // The optimized pattern after its Convert is folded: a uint16 (uint8) table.
+    if (u8) {
+      const std::vector<uint8_t> table = folded_table_u8(e);
+      b.initializer(n + "_convert_quantized", kUint8, {e.rows, e.dim}, table.data(), table.size());
+    } else {
+      const std::vector<uint16_t> table = folded_table(e);
+      b.initializer(n + "_convert_quantized", kUint16, {e.rows, e.dim}, table.data(), table.size() * 2);
+    }
+    ModelBuilder::int_attribute(b.node("Gather", n, {n + "_convert_quantized", indices}, n + "_quantized"), "axis",
+                                0);
+    b.dequantize(n + "_dequantize", n + "_quantized", n + "_act_scale", n + "_act_zero_point", output);
+    return;
+  }
+
+  add_dequantized_weight(b, e, o);
 
   if (e.pattern == Pattern::kOptimized) {
     // Convert "N_convert" into the uint16 activation encoding, then Gather "N".
