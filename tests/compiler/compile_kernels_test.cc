@@ -19,12 +19,7 @@
 namespace qemb {
 namespace {
 
-TargetVersion target(const char* v) {
-  TargetVersion t;
-  t.version = SdkVersion::parse(v).value();
-  t.source = "explicit";
-  return t;
-}
+TargetVersion target(const char* v) { return qemb::testing::sdk_target(v, "explicit"); }
 
 // The scalar route: quantize.h functions, lowering, then the passes.
 Graph reference_graph(const std::vector<float>& table, int64_t rows, int64_t dim, Scheme scheme,

@@ -22,12 +22,7 @@ namespace {
 using qemb::testing::spread_table;
 using qemb::testing::TempDir;
 
-TargetVersion target(const char* v) {
-  TargetVersion t;
-  t.version = SdkVersion::parse(v).value();
-  t.source = "test";
-  return t;
-}
+TargetVersion target(const char* v) { return qemb::testing::sdk_target(v); }
 
 std::unique_ptr<EmbeddingRuntime> make_runtime(const TempDir& dir, const char* file, int64_t rows,
                                                int64_t dim, Scheme scheme, const char* sdk,

@@ -22,12 +22,7 @@ namespace {
 using qemb::testing::spread_table;
 using qemb::testing::TempDir;
 
-TargetVersion target(const char* v) {
-  TargetVersion t;
-  t.version = SdkVersion::parse(v).value();
-  t.source = "test";
-  return t;
-}
+TargetVersion target(const char* v) { return qemb::testing::sdk_target(v); }
 
 struct Case {
   Scheme scheme;

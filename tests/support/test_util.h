@@ -15,9 +15,18 @@
 #include <string>
 #include <vector>
 
+#include "qemb/sdk_version.h"
 #include "support/temp_dir.h"
 
 namespace qemb::testing {
+
+// A known target SDK version `v`, as if given from `source`.
+inline TargetVersion sdk_target(const char* v, const char* source = "test") {
+  TargetVersion t;
+  t.version = SdkVersion::parse(v).value();
+  t.source = source;
+  return t;
+}
 
 // splitmix64: portable, so tables are the same on every platform.
 class Rng {
