@@ -278,6 +278,64 @@ HWY_INLINE void EmitScalar(float y, T* HWY_RESTRICT o, const Sink& sink) {
   }
 }
 
+// The arithmetic of a per-row family on NF int8 values, for the gathers and
+// the bags alike: x = s_r * q, through the legacy intermediate for that
+// pattern, then the activation level and its y. The constants are copied out
+// of `c` once (Broadcast keeps them in registers, or scalars on SVE): a uint8
+// store may alias anything, so constants read through `c` could be loaded
+// again after every store.
+template <KernelFamily F, class DF>
+struct YMath {
+  explicit YMath(const Consts<DF>& c)
+      : inv_sa(c.q.inv_scale), limit(c.q.limit), neg_limit(c.q.neg_limit), magic(c.q.magic), bias(c.q.bias),
+        act_qmax(c.act_qmax), sa(c.a.scale), zp(c.a.zero_point), smax(c.legacy.max_scale),
+        inv_smax(c.legacy.inv_max_scale), wq(c.legacy.qmax), neg_wq(c.legacy.neg_qmax) {}
+  // x = s_r * q, through the legacy intermediate (LegacyRequantized: the
+  // per-tensor s_max approximation, clamped in float with clamp_to_int's
+  // order, NaN -> -qmax).
+  HWY_INLINE hn::Vec<DF> X(DF df, const int8_t* HWY_RESTRICT q, hn::Vec<DF> vs) const {
+    const hn::RebindToSigned<DF> di;
+    const hn::Rebind<int8_t, DF> d8;
+    auto x = hn::Mul(vs, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q))));
+    if constexpr (F == KernelFamily::kLegacy) {
+      const auto r = RoundHalfEven(df, hn::Mul(x, inv_smax()));
+      x = hn::Mul(smax(), hn::Min(MaxOrLowerIfNaN<DF>(r, neg_wq()), wq()));
+    }
+    return x;
+  }
+  // The activation: rne(x * inv_sa) + zp as int32 (requant-inl.h's
+  // Q16Unclamped: t clamped to +-2^22, NaN to -2^22, rounded by the magic
+  // addition), then clamped to [0, 2^A - 1] in int32, which gives numeric.h's
+  // quantize_activation: beyond its inner +-2^20 clamp both forms reach the
+  // same end, since 0 <= zp <= 2^A - 1; NaN gives 0 in both. (Highway 1.0.3's
+  // int32 -> uint8 DemoteTo did not saturate here on x86: 276 came out as 20
+  // on AVX3 and AVX2. Hence the clamp before it.)
+  HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> Level(DF df, hn::Vec<DF> x) const {
+    const hn::RebindToSigned<DF> di;
+    (void)df;
+    const auto t = hn::Min(MaxOrLowerIfNaN<DF>(hn::Mul(x, inv_sa()), neg_limit()), limit());
+    const auto unclamped = hn::Add(hn::BitCast(di, hn::Add(t, magic())), bias());
+    return hn::Min(hn::Max(unclamped, hn::Zero(di)), act_qmax());
+  }
+  // y = s_a * (float)(q - zp): q and zp are integers below 2^16, so the
+  // float subtraction is exact, as the scalar int one is.
+  HWY_INLINE hn::Vec<DF> Y(DF df, hn::Vec<hn::RebindToSigned<DF>> level) const {
+    return hn::Mul(sa(), hn::Sub(hn::ConvertTo(df, level), zp()));
+  }
+  // The dequantized output of NF values: x itself for weight-only.
+  HWY_INLINE hn::Vec<DF> operator()(DF df, const int8_t* HWY_RESTRICT q, hn::Vec<DF> vs) const {
+    const auto x = X(df, q, vs);
+    if constexpr (F == KernelFamily::kWeightOnly) {
+      return x;
+    } else {
+      return Y(df, Level(df, x));
+    }
+  }
+  Broadcast<DF> inv_sa, limit, neg_limit, magic;
+  Broadcast<hn::RebindToSigned<DF>> bias, act_qmax;
+  Broadcast<DF> sa, zp, smax, inv_smax, wq, neg_wq;
+};
+
 // One row's columns from its int8 values q (m of them, from column j0 of
 // the output row o), for the per-row families: x = s_r * q (the dequantized
 // weight), through the legacy intermediate for that pattern; weight-only
@@ -285,46 +343,21 @@ HWY_INLINE void EmitScalar(float y, T* HWY_RESTRICT o, const Sink& sink) {
 template <KernelFamily F, int A, KernelForm K, class DF, class Sink = Store>
 HWY_INLINE void RowFromValues(DF df, const int8_t* HWY_RESTRICT q, size_t m, float s, const Consts<DF>& c,
                               OutT<A, K>* HWY_RESTRICT o, const Sink& sink = Sink()) {
-  const hn::RebindToSigned<DF> di;
-  const hn::Rebind<int8_t, DF> d8;
   const size_t NF = hn::Lanes(df);
   const auto vs = hn::Set(df, s);
-  // The constants in locals: a uint8 store may alias anything, so constants
-  // read through `c` were loaded again after every store (0.35x the uint16
-  // kernels' rate for the same arithmetic).
-  const auto inv_sa = c.q.inv_scale(), limit = c.q.limit(), neg_limit = c.q.neg_limit(), magic = c.q.magic();
-  const auto bias = c.q.bias(), act_qmax = c.act_qmax(), sa = c.a.scale(), zp = c.a.zero_point();
-  const auto smax = c.legacy.max_scale(), inv_smax = c.legacy.inv_max_scale(), wq = c.legacy.qmax(),
-             neg_wq = c.legacy.neg_qmax();
+  const YMath<F, DF> ym(c);
   size_t j = 0;
   for (; j + NF <= m; j += NF) {
-    auto x = hn::Mul(vs, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + j))));
+    const auto x = ym.X(df, q + j, vs);
     if constexpr (F == KernelFamily::kWeightOnly) {
       EmitFloat<K>(df, x, o + j, sink);
     } else {
-      if constexpr (F == KernelFamily::kLegacy) {
-        // LegacyRequantized: the per-tensor intermediate at s_max, clamped in
-        // float with clamp_to_int's order (NaN -> -qmax).
-        const auto r = RoundHalfEven(df, hn::Mul(x, inv_smax));
-        x = hn::Mul(smax, hn::Min(MaxOrLowerIfNaN<DF>(r, neg_wq), wq));
-      }
-      // The activation: rne(x * inv_sa) + zp as int32 (requant-inl.h's
-      // Q16Unclamped: t clamped to +-2^22, NaN to -2^22, rounded by the
-      // magic addition), then clamped to [0, 2^A - 1] in int32, which gives
-      // numeric.h's quantize_activation: beyond its inner +-2^20 clamp both
-      // forms reach the same end, since 0 <= zp <= 2^A - 1; NaN gives 0 in
-      // both. (Highway 1.0.3's int32 -> uint8 DemoteTo did not saturate here
-      // on x86: 276 came out as 20 on AVX3 and AVX2. Hence the clamp first.)
-      const auto t = hn::Min(MaxOrLowerIfNaN<DF>(hn::Mul(x, inv_sa), neg_limit), limit);
-      const auto unclamped = hn::Add(hn::BitCast(di, hn::Add(t, magic)), bias);
-      const auto level = hn::Min(hn::Max(unclamped, hn::Zero(di)), act_qmax);
+      const auto level = ym.Level(df, x);
       if constexpr (K == KernelForm::kU8 || K == KernelForm::kU16) {
         const hn::Rebind<OutT<A, K>, DF> dn;
         hn::StoreU(hn::DemoteTo(dn, level), dn, o + j);  // exact: level is in [0, 2^A - 1]
       } else {
-        // y = s_a * (float)(q - zp): q and zp are integers below 2^16, so the
-        // float subtraction is exact, as the scalar int one is.
-        EmitFloat<K>(df, hn::Mul(sa, hn::Sub(hn::ConvertTo(df, level), zp)), o + j, sink);
+        EmitFloat<K>(df, ym.Y(df, level), o + j, sink);
       }
     }
   }
@@ -411,38 +444,6 @@ void Gather(const RequantGatherParams& p, const int64_t* ids, size_t n, OutT<A, 
 // made with the gather's own arithmetic (so the same bits) and added
 // straight into the bag's row.
 #if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
-// y of NF int8 values of a per-row family, by RowFromValues' arithmetic (the
-// same operations in the same order: the same bits), its constants held in
-// registers.
-template <KernelFamily F, class DF>
-struct YMath {
-  YMath(DF df, const Consts<DF>& c)
-      : inv_sa(c.q.inv_scale()), limit(c.q.limit()), neg_limit(c.q.neg_limit()), magic(c.q.magic()),
-        sa(c.a.scale()), zp(c.a.zero_point()), smax(c.legacy.max_scale()), inv_smax(c.legacy.inv_max_scale()),
-        wq(c.legacy.qmax()), neg_wq(c.legacy.neg_qmax()), bias(c.q.bias()), act_qmax(c.act_qmax()) {
-    (void)df;
-  }
-  HWY_INLINE hn::Vec<DF> operator()(DF df, const int8_t* HWY_RESTRICT q, hn::Vec<DF> vs) const {
-    const hn::RebindToSigned<DF> di;
-    const hn::Rebind<int8_t, DF> d8;
-    auto x = hn::Mul(vs, hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q))));
-    if constexpr (F == KernelFamily::kWeightOnly) {
-      return x;
-    } else {
-      if constexpr (F == KernelFamily::kLegacy) {
-        const auto r = RoundHalfEven(df, hn::Mul(x, inv_smax));
-        x = hn::Mul(smax, hn::Min(MaxOrLowerIfNaN<DF>(r, neg_wq), wq));
-      }
-      const auto t = hn::Min(MaxOrLowerIfNaN<DF>(hn::Mul(x, inv_sa), neg_limit), limit);
-      const auto unclamped = hn::Add(hn::BitCast(di, hn::Add(t, magic)), bias);
-      const auto level = hn::Min(hn::Max(unclamped, hn::Zero(di)), act_qmax);
-      return hn::Mul(sa, hn::Sub(hn::ConvertTo(df, level), zp));
-    }
-  }
-  hn::Vec<DF> inv_sa, limit, neg_limit, magic, sa, zp, smax, inv_smax, wq, neg_wq;
-  hn::Vec<hn::RebindToSigned<DF>> bias, act_qmax;
-};
-
 // Bags of rows of exactly kV vectors of columns: each bag's sums stay in
 // kV registers across its ids (one load and one add a vector an id), then
 // are stored once, instead of a load and a store of the bag's row for each
@@ -455,7 +456,7 @@ HWY_NOINLINE void BagInRegisters(const RequantGatherParams& p, const Id* HWY_RES
   const size_t NF = hn::Lanes(df);
   const size_t dim = p.dim;
   const size_t row_bytes = RowBytes<W>(dim);
-  const YMath<F, DF> y(df, c);
+  const YMath<F, DF> y(c);
   const bool weighted = bag.weights != nullptr;
   const size_t ahead_end = std::max(bag.lookahead_end, static_cast<size_t>(bag.bags ? bag.offsets[bag.bags] : 0));
   alignas(64) int8_t q[kChunk];

@@ -138,7 +138,9 @@ TEST_P(SchemeE2E, EveryLookupFormMatchesTheContract) {
     auto rt = EmbeddingRuntime::load(path_, ro);
     ASSERT_TRUE(rt.ok()) << rt.error().to_string();
     EXPECT_EQ((*rt)->activation_bits(), s.activation_bits());
-    if (!reference) EXPECT_NE((*rt)->kernel_name(), "reference_interpreter");
+    if (!reference) {
+      EXPECT_NE((*rt)->kernel_name(), "reference_interpreter");
+    }
     // The native form: uint16 / uint8 activations.
     if (s.activation_bits() == 16) {
       std::vector<uint16_t> got(n), got32(n);
